@@ -1,0 +1,74 @@
+"""trama: a JSON format and library for hierarchical model graphs.
+
+The quick start::
+
+    import trama
+    model = trama.export_model(module, inputs=["x"], outputs=["y"], registry=registry)
+    trama.dump(model, "my_model.trama.json")
+    model = trama.load("my_model.trama.json")
+    instance = trama.import_model(model, registry=registry)
+"""
+
+from trama.errors import (
+    ExportError,
+    FormatVersionError,
+    ImportModelError,
+    JSONError,
+    RegistryError,
+    SchemaError,
+    TensorDataError,
+    TramaError,
+    ValidationError,
+    WeightsFileError,
+)
+from trama.export import ExportContext, export_model
+from trama.importer import import_model
+from trama.model import INPUT, Model, Node, Parameter, ParameterValue, Ref, ValueFact
+from trama.protocols import ExportableOp, ImportableOp, NodeFragment, Param
+from trama.registry import OpRegistry, OpSpec, ParameterSchema
+from trama.schema import json_schema
+from trama.serialization import dump, dumps, load, loads, weights_path
+from trama.tensor import Tensor
+from trama.validation import collect_errors, validate
+from trama.version import FORMAT_VERSION, __version__
+
+__all__ = [
+    "FORMAT_VERSION",
+    "INPUT",
+    "ExportContext",
+    "ExportError",
+    "ExportableOp",
+    "FormatVersionError",
+    "ImportModelError",
+    "ImportableOp",
+    "JSONError",
+    "Model",
+    "Node",
+    "NodeFragment",
+    "OpRegistry",
+    "OpSpec",
+    "Param",
+    "Parameter",
+    "ParameterSchema",
+    "ParameterValue",
+    "Ref",
+    "RegistryError",
+    "SchemaError",
+    "Tensor",
+    "TensorDataError",
+    "TramaError",
+    "ValidationError",
+    "ValueFact",
+    "WeightsFileError",
+    "__version__",
+    "collect_errors",
+    "dump",
+    "dumps",
+    "export_model",
+    "import_model",
+    "json_schema",
+    "load",
+    "loads",
+    "validate",
+    "weights_path",
+]

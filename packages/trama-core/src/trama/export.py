@@ -1,0 +1,277 @@
+"""Turning a tree of framework objects into a :class:`~trama.Model`.
+
+Export walks the object tree top-down. Each object describes its own node through
+``to_node(ctx)`` (the :class:`~trama.ExportableOp` protocol) or through an exporter registered in
+the :class:`~trama.OpRegistry`; composites export their children with ``ctx.child(...)`` and
+bind their outputs to the references it returns. The context owns naming and sharing, so that
+one weight object used by two modules becomes a single table entry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from trama.errors import ExportError, TramaError
+from trama.model import INPUT, Model, Node, Parameter, Ref, ValueFact
+from trama.protocols import NodeFragment, Param
+from trama.registry import OpRegistry
+from trama.tensor import Tensor
+from trama.version import __version__
+
+__all__ = ["ExportContext", "export_model"]
+
+
+class _ExportSession:
+    """State shared by every context of one export: nodes, table, sharing keys."""
+
+    def __init__(self, registry: OpRegistry | None) -> None:
+        self.registry = registry
+        self.nodes: list[Node | None] = []
+        self.parameters: dict[str, Parameter] = {}
+        # id(key) -> (key, entry name); the key is kept alive so its id cannot be reused.
+        self.shared: dict[int, tuple[Any, str]] = {}
+
+    def entry(self, default_name: str, value: Any) -> str:
+        """Add (or find) the table entry for one slot value and return its name."""
+        param = value if isinstance(value, Param) else Param(value)
+        key = param.key if param.key is not None else _identity_key(param.value)
+        if key is not None and id(key) in self.shared:
+            return self.shared[id(key)][1]
+        converted = _to_parameter_value(param.value, default_name)
+        if param.name is not None:
+            existing = self.parameters.get(param.name)
+            if existing is not None:
+                if existing != Parameter(converted, param.learnable):
+                    raise ExportError(
+                        f"parameter name {param.name!r} is used for two different values"
+                    )
+                return param.name
+            name = param.name
+        else:
+            name = self._unique(default_name)
+        self.parameters[name] = Parameter(converted, param.learnable)
+        if key is not None:
+            self.shared[id(key)] = (key, name)
+        return name
+
+    def _unique(self, name: str) -> str:
+        candidate, n = name, 1
+        while candidate in self.parameters:
+            candidate, n = f"{name}_{n}", n + 1
+        return candidate
+
+
+def _identity_key(value: Any) -> Any:
+    """Arrays share by identity; scalars never do (small ints are interned by Python)."""
+    if isinstance(value, (np.ndarray, Tensor)) or hasattr(value, "__array__"):
+        return value
+    return None
+
+
+def _to_parameter_value(value: Any, where: str) -> Any:
+    if value is None or isinstance(value, (bool, int, str, Tensor)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ExportError(
+                f"parameter {where!r} is {value}; JSON has no such number, store it as a 0-d tensor"
+            )
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_to_parameter_value(item, where) for item in value]
+    if isinstance(value, (np.generic, np.ndarray)) or hasattr(value, "__array__"):
+        try:
+            return Tensor.from_array(value)
+        except TramaError as exc:
+            raise ExportError(f"parameter {where!r}: {exc.message}") from None
+    raise ExportError(
+        f"parameter {where!r} has a value of type {type(value).__name__}, which the format cannot "
+        "store (tensors, bool, int, float, str, None and lists of them are allowed)"
+    )
+
+
+class ExportContext:
+    """What an object being exported sees: its node id, its inputs, and how to add children.
+
+    ``inputs`` holds the references the parent wired into this node; ``output_names`` holds the
+    outputs the parent asked for (or ``None`` to let the object decide).
+    """
+
+    def __init__(
+        self,
+        session: _ExportSession,
+        node_id: str,
+        inputs: Mapping[str, Ref],
+        output_names: list[str] | None,
+    ) -> None:
+        self._session = session
+        self.node_id = node_id
+        self.inputs: dict[str, Ref] = dict(inputs)
+        self.output_names = output_names
+
+    @property
+    def registry(self) -> OpRegistry | None:
+        return self._session.registry
+
+    def input(self, name: str) -> Ref:
+        """Reference to one of this node's own inputs, for use inside a composite."""
+        if name not in self.inputs:
+            raise ExportError(
+                f"{self.node_id} has no input {name!r} (it has {sorted(self.inputs)})"
+            )
+        return Ref(INPUT, name)
+
+    def child(
+        self,
+        name: str,
+        obj: Any,
+        inputs: Mapping[str, Ref],
+        outputs: Iterable[str] | None = None,
+    ) -> dict[str, Ref]:
+        """Export ``obj`` as the child ``name`` of this node and return refs to its outputs.
+
+        ``inputs`` maps the child's input ports to refs in this scope (``ctx.input("x")`` or an
+        earlier child's output). Children must be added in an order where every reference
+        points to an earlier child.
+        """
+        return _export_object(
+            self._session,
+            obj,
+            f"{self.node_id}.{name}",
+            inputs,
+            list(outputs) if outputs is not None else None,
+        )
+
+    def parameter(self, value: Any, *, slot: str) -> str:
+        """Add a value to the table now and return its entry name (rarely needed: values in
+        ``NodeFragment.parameters`` are added automatically)."""
+        return self._session.entry(f"{self.node_id}.{slot}", value)
+
+
+def _fragment_for(obj: Any, ctx: ExportContext) -> NodeFragment:
+    to_node = getattr(obj, "to_node", None)
+    if callable(to_node):
+        fragment = to_node(ctx)
+    else:
+        fragment = None
+        registry = ctx.registry
+        for exporter in registry.exporters if registry is not None else ():
+            fragment = exporter(obj, ctx)
+            if fragment is not None:
+                break
+        if fragment is None:
+            raise ExportError(
+                f"cannot export {type(obj).__module__}.{type(obj).__qualname__} at "
+                f"{ctx.node_id!r}: it has no to_node method (trama.ExportableOp) and no "
+                "registered exporter handles it; implement to_node, or register an exporter "
+                "through the plugin hooks",
+                node_id=ctx.node_id,
+            )
+    if not isinstance(fragment, NodeFragment):
+        raise ExportError(
+            f"to_node of {type(obj).__qualname__} returned {type(fragment).__name__}, "
+            "expected trama.NodeFragment",
+            node_id=ctx.node_id,
+        )
+    return fragment
+
+
+def _export_object(
+    session: _ExportSession,
+    obj: Any,
+    node_id: str,
+    inputs: Mapping[str, Ref],
+    output_names: list[str] | None,
+) -> dict[str, Ref]:
+    slot = len(session.nodes)
+    session.nodes.append(None)  # the parent comes before its children: reserve its place
+    ctx = ExportContext(session, node_id, inputs, output_names)
+    fragment = _fragment_for(obj, ctx)
+    outputs = list(fragment.outputs if fragment.outputs is not None else output_names or [])
+    if output_names is not None and outputs != output_names:
+        raise ExportError(
+            f"{type(obj).__qualname__} declares outputs {outputs} but {output_names} were asked for",
+            node_id=node_id,
+        )
+    parameters = {
+        slot_name: session.entry(f"{node_id}.{slot_name}", value)
+        for slot_name, value in fragment.parameters.items()
+    }
+    session.nodes[slot] = Node(
+        id=node_id,
+        op=fragment.op,
+        inputs=dict(fragment.inputs if fragment.inputs is not None else ctx.inputs),
+        outputs=outputs,
+        parameters=parameters,
+        output_bindings=dict(fragment.output_bindings) if fragment.output_bindings is not None else None,
+        metadata=fragment.metadata,
+    )
+    return {name: Ref(node_id, name) for name in outputs}
+
+
+def export_model(
+    module: Any,
+    *,
+    inputs: list[str],
+    outputs: list[str],
+    registry: OpRegistry | None = None,
+    root: str = "root",
+    metadata: Mapping[str, Any] | None = None,
+    input_facts: list[ValueFact | None] | None = None,
+    output_facts: list[ValueFact | None] | None = None,
+    opsets: Mapping[str, int] | None = None,
+) -> Model:
+    """Export ``module`` as the top-level node ``root`` of a new model.
+
+    The model's inputs feed the root's ports of the same names; its outputs are the root's
+    outputs named in ``outputs``. When ``registry`` is given, its exporters handle objects
+    without ``to_node`` and the result is checked against its specs. The result is always
+    structurally valid: a broken exporter is reported here, not when the file is read back.
+    """
+    from trama.validation import validate  # local: validation imports the model layer only
+
+    session = _ExportSession(registry)
+    _export_object(session, module, root, {name: Ref(INPUT, name) for name in inputs}, list(outputs))
+    nodes = [node for node in session.nodes if node is not None]
+    _rename_clashing_parameters(nodes, session.parameters)
+    producer = {"producer": {"name": "trama", "version": __version__}}
+    model = Model(
+        inputs=list(inputs),
+        outputs=[Ref(root, name) for name in outputs],
+        nodes=nodes,
+        parameters=session.parameters,
+        metadata={**producer, **(metadata or {})},
+        opsets=dict(opsets or {}),
+        input_facts=input_facts,
+        output_facts=output_facts,
+        source_format_version=None,
+    )
+    try:
+        validate(model, registry=registry)
+    except TramaError as exc:
+        raise ExportError(f"the exported model is not valid: {exc}", node_id=exc.node_id) from exc
+    return model
+
+
+def _rename_clashing_parameters(nodes: list[Node], table: dict[str, Parameter]) -> None:
+    """Parameter names must not equal node ids; rename the few automatic names that do."""
+    node_ids = {node.id for node in nodes}
+    clashes = [name for name in table if name in node_ids]
+    if not clashes:
+        return
+    renames: dict[str, str] = {}
+    for name in clashes:
+        candidate, n = f"{name}_param", 1
+        while candidate in table or candidate in node_ids or candidate in renames.values():
+            candidate, n = f"{name}_param{n}", n + 1
+        renames[name] = candidate
+    items = [(renames.get(k, k), v) for k, v in table.items()]
+    table.clear()
+    table.update(items)
+    for node in nodes:
+        node.parameters = {s: renames.get(k, k) for s, k in node.parameters.items()}
+

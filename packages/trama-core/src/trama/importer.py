@@ -1,0 +1,56 @@
+"""Turning a validated :class:`~trama.Model` back into runtime objects through a registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trama.errors import ImportModelError, RegistryError, TramaError
+from trama.model import Model, Node, Parameter
+from trama.registry import OpRegistry
+from trama.validation import validate
+
+__all__ = ["import_model"]
+
+
+def import_model(model: Model, *, registry: OpRegistry | None = None) -> Any:
+    """Build the objects a document describes, children before parents.
+
+    Every node's op must have a spec with a ``factory`` in ``registry``. Slots that share a
+    table entry receive the same :class:`~trama.Parameter` object. Returns the object of the
+    single top-level node; a document with several top-level nodes returns a dict of them by
+    id, in document order.
+    """
+    if registry is None:
+        raise ImportModelError("import_model needs a registry: pass registry=OpRegistry(...)")
+    validate(model, registry)
+    table: dict[str, Parameter] = model.parameters
+    built: dict[str, Any] = {}
+    children_of: dict[str, dict[str, Any]] = {}
+    for node in reversed(model.nodes):  # children come after parents in the document
+        children = dict(reversed(children_of.pop(node.id, {}).items()))
+        obj = _build(node, registry, children, {slot: table[key] for slot, key in node.parameters.items()})
+        parent = node.parent
+        if parent is None:
+            built[node.id] = obj
+        else:
+            children_of.setdefault(parent, {})[node.name] = obj
+    roots = dict(reversed(built.items()))
+    if len(roots) == 1:
+        return next(iter(roots.values()))
+    return roots
+
+
+def _build(node: Node, registry: OpRegistry, children: dict[str, Any], parameters: dict[str, Parameter]) -> Any:
+    spec = registry[node.op]
+    factory = spec.factory
+    if factory is None:
+        raise RegistryError(f"op {node.op!r} has no factory in this registry, so it cannot be imported", node_id=node.id)
+    build = getattr(factory, "from_node", factory)
+    try:
+        return build(node, children=children, parameters=parameters)
+    except TramaError:
+        raise
+    except Exception as exc:
+        raise ImportModelError(
+            f"building op {node.op!r} failed: {type(exc).__name__}: {exc}", node_id=node.id
+        ) from exc

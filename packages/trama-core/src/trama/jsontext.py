@@ -1,0 +1,258 @@
+"""JSON text in and out: strict parsing with precise errors, and a diff-friendly layout.
+
+Parsing is the standard library's C scanner plus three guards it lacks on its own: a repeated
+key in one object is an error (JSON leaves it undefined, and a silent "last one wins" hides
+edits), ``NaN``/``Infinity`` are refused (not JSON), and too-deep nesting is reported instead of
+crashing. Long base64 runs in ``"data"`` fields are cut out of the text before parsing and kept
+as zero-copy views of the input, which halves the peak memory of loading an inline-weights file
+and lets tensors decode lazily straight from the file's bytes.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from trama.errors import JSONError
+
+__all__ = ["BLOB_MIN_LENGTH", "ParsedText", "format_json", "gc_paused", "parse_json"]
+
+#: Base64 runs at least this long are lifted out of the text before parsing.
+BLOB_MIN_LENGTH = 1024
+#: Containers whose one-line form fits in this many columns are written on one line.
+LINE_WIDTH = 100
+
+_WHITESPACE = b" \t\r\n"
+
+
+class ParsedText:
+    """Parsed JSON data plus the base64 runs lifted out of it, by placeholder string."""
+
+    __slots__ = ("blobs", "data")
+
+    def __init__(self, data: Any, blobs: dict[str, memoryview]) -> None:
+        self.data = data
+        self.blobs = blobs
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return result
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Parsing and decoding build millions of objects and no cycles; the cycle collector,
+    triggered by allocation counts, would only rescan them again and again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def parse_json(data: bytes | str) -> ParsedText:
+    """Parse a document's text; raise :class:`JSONError` with line and column on any problem."""
+    if isinstance(data, str):
+        raw = data.encode("utf-8", "surrogatepass")
+    else:
+        raw = bytes(data)
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    text, blobs = _lift_blobs(raw)
+    try:
+        with gc_paused():
+            return ParsedText(
+                json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_reject_constant),
+                blobs,
+            )
+    except (json.JSONDecodeError, _DuplicateKey, ValueError, UnicodeDecodeError, RecursionError):
+        pass  # locate the problem in the original text, below (slow, but only for bad files)
+    _raise_located(raw)
+    raise JSONError("the text could not be parsed as JSON", line=1, column=1)  # pragma: no cover
+
+
+def _lift_blobs(raw: bytes) -> tuple[bytes, dict[str, memoryview]]:
+    """Replace long ``"data": "<base64>"`` strings by short placeholders.
+
+    A candidate must be the key ``"data"`` right after ``{`` or ``,`` (so it cannot be inside a
+    string) and its value must contain no backslash (so the end quote is the real one). The
+    replacement is itself a valid JSON string, so the text stays valid exactly when it was.
+    """
+    if len(raw) < BLOB_MIN_LENGTH or raw.find(b'"data"') < 0:
+        return raw, {}
+    view = memoryview(raw)
+    nonce = secrets.token_hex(8)
+    blobs: dict[str, memoryview] = {}
+    pieces: list[bytes | memoryview] = []
+    done = 0
+    at = raw.find(b'"data"')
+    while at >= 0:
+        start = _value_start(raw, at)
+        if start is not None:
+            end = raw.find(b'"', start)
+            if end - start >= BLOB_MIN_LENGTH and raw.find(b"\\", start, end) < 0:
+                placeholder = f"\x00{nonce}:{len(blobs)}"
+                blobs[placeholder] = view[start:end]
+                pieces.append(view[done:start])
+                pieces.append(f"\\u0000{nonce}:{len(blobs) - 1}".encode())
+                done = end
+                at = end
+        at = raw.find(b'"data"', at + 1)
+    if not blobs:
+        return raw, {}
+    pieces.append(view[done:])
+    return b"".join(pieces), blobs
+
+
+def _value_start(raw: bytes, at: int) -> int | None:
+    """If ``"data"`` at ``at`` is an object key followed by a string, where the string starts."""
+    before = at - 1
+    while before >= 0 and raw[before] in _WHITESPACE:
+        before -= 1
+    if before < 0 or raw[before] not in b"{,":
+        return None
+    pos = at + 6
+    while pos < len(raw) and raw[pos] in _WHITESPACE:
+        pos += 1
+    if pos >= len(raw) or raw[pos] != ord(":"):
+        return None
+    pos += 1
+    while pos < len(raw) and raw[pos] in _WHITESPACE:
+        pos += 1
+    if pos >= len(raw) or raw[pos] != ord('"'):
+        return None
+    return pos + 1
+
+
+def _line_column(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _raise_located(raw: bytes) -> None:
+    """Parse the original text slowly, tracking positions, and raise a located JSONError."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        prefix = raw[: exc.start].decode("utf-8", "replace")
+        line, column = _line_column(prefix, len(prefix))
+        raise JSONError("the file is not UTF-8 text", line=line, column=column) from None
+    decoder = json.JSONDecoder(object_pairs_hook=_unique_pairs, parse_constant=_reject_constant)
+    try:
+        with gc_paused():
+            _parse_with_positions(decoder, text)
+    except json.JSONDecodeError as exc:
+        raise JSONError(exc.msg, line=exc.lineno, column=exc.colno) from None
+    except _Located as exc:
+        line, column = _line_column(text, exc.pos)
+        raise JSONError(exc.message, line=line, column=column) from None
+    except RecursionError:
+        raise JSONError("the document is nested too deeply", line=1, column=1) from None
+    except ValueError as exc:  # NaN / Infinity outside any object
+        match = _NON_JSON_NUMBER.search(text)
+        line, column = _line_column(text, match.start() if match else 0)
+        raise JSONError(str(exc), line=line, column=column) from None
+
+
+_NON_JSON_NUMBER = re.compile(r'(?<!["\w])(-?Infinity|NaN)(?!["\w])')
+
+
+class _Located(Exception):
+    def __init__(self, message: str, pos: int) -> None:
+        self.message = message
+        self.pos = pos
+
+
+def _parse_with_positions(decoder: json.JSONDecoder, text: str) -> Any:
+    """The pure-Python scanner with a hook on every object, so a duplicate key has a position."""
+    from json import decoder as json_decoder
+    from json import scanner
+
+    def parse_object(state: tuple[str, int], strict: bool, scan_once: Any, object_hook: Any,
+                     object_pairs_hook: Any, memo: Any = None, _w: Any = json_decoder.WHITESPACE.match,
+                     _ws: str = json_decoder.WHITESPACE_STR) -> Any:
+        start = state[1] - 1
+        try:
+            return json_decoder.JSONObject(state, strict, scan_once, object_hook, object_pairs_hook, memo, _w, _ws)
+        except _DuplicateKey as exc:
+            raise _Located(f"the key {exc.key!r} appears twice in this object", start) from None
+        except ValueError as exc:
+            if isinstance(exc, json.JSONDecodeError):
+                raise
+            raise _Located(str(exc), start) from None
+
+    decoder.parse_object = parse_object  # type: ignore[attr-defined]
+    decoder.scan_once = scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    value, end = decoder.raw_decode(text, json_decoder.WHITESPACE.match(text, 0).end())
+    end = json_decoder.WHITESPACE.match(text, end).end()
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
+
+
+def format_json(data: Any) -> str:
+    """JSON text laid out for review: small containers on one line, large ones one item a line.
+
+    A node reads as a short block with one field per line, so a change to one wire or one
+    parameter is a one-line diff.
+    """
+    out: list[str] = []
+    _emit(data, 0, out)
+    out.append("\n")
+    return "".join(out)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), allow_nan=False)
+
+
+def _emit(value: Any, indent: int, out: list[str]) -> None:
+    if isinstance(value, (dict, list)) and value and not _fits(value, indent):
+        pad = " " * (indent + 2)
+        if isinstance(value, dict):
+            out.append("{\n")
+            last = len(value) - 1
+            for k, (key, item) in enumerate(value.items()):
+                out.append(f"{pad}{_compact(key)}: ")
+                _emit(item, indent + 2, out)
+                out.append(",\n" if k < last else "\n")
+            out.append(" " * indent + "}")
+        else:
+            out.append("[\n")
+            last = len(value) - 1
+            for k, item in enumerate(value):
+                out.append(pad)
+                _emit(item, indent + 2, out)
+                out.append(",\n" if k < last else "\n")
+            out.append(" " * indent + "]")
+        return
+    out.append(_compact(value))
+
+
+def _fits(value: dict[str, Any] | list[Any], indent: int) -> bool:
+    if len(value) > 8:
+        return False
+    return len(_compact(value)) + indent <= LINE_WIDTH

@@ -1,0 +1,158 @@
+"""The in-memory form of a trama document.
+
+A :class:`Model` mirrors the JSON document one to one (see ``docs/format.md``): model inputs and
+outputs, a flat list of :class:`Node` in topological order whose dotted ids encode the tree, and
+one table of :class:`Parameter` entries that node slots refer to by name. Sharing is identity:
+two slots naming the same entry share one value, which is how tied weights survive a round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypeAlias
+
+from trama.tensor import Tensor
+
+__all__ = [
+    "INPUT",
+    "JSONValue",
+    "Model",
+    "Node",
+    "Parameter",
+    "ParameterValue",
+    "Ref",
+    "ValueFact",
+    "parent_of",
+]
+
+#: The pseudo node id that names an input of the enclosing scope in a reference.
+INPUT = "%input"
+
+#: Free-form JSON data (metadata).
+JSONValue: TypeAlias = Any
+
+#: What a parameter entry may hold. Lists hold scalars or lists (e.g. ``kernel_size``).
+ParameterValue: TypeAlias = "Tensor | bool | int | float | str | list[Any] | None"
+
+
+class Ref(NamedTuple):
+    """A reference to one output of a node, or to an input of the enclosing scope.
+
+    ``Ref(INPUT, "x")`` is the scope input ``x``: the parent's input port inside a composite,
+    the model input at top level.
+    """
+
+    node: str
+    output: str
+
+    @property
+    def is_input(self) -> bool:
+        return self.node == INPUT
+
+    def __str__(self) -> str:
+        return f"{self.node}.{self.output}" if self.node != INPUT else f"%{self.output}"
+
+
+@dataclass(slots=True)
+class ValueFact:
+    """Optional facts about a model input or output: dtype and shape.
+
+    ``shape`` entries are ints or symbolic names (``"batch"``); ``None`` means unknown.
+    """
+
+    dtype: str | None = None
+    shape: tuple[int | str, ...] | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Parameter:
+    """One entry of the parameter table: a value and whether training may change it."""
+
+    value: ParameterValue
+    learnable: bool = False
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Parameter):
+            return NotImplemented
+        return self.learnable == other.learnable and _values_equal(self.value, other.value)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _values_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return isinstance(a, Tensor) and isinstance(b, Tensor) and a == b
+    return type(a) is type(b) and bool(a == b)
+
+
+@dataclass(slots=True)
+class Node:
+    """One building block: a leaf op, or a composite whose children live under its id.
+
+    ``parameters`` maps the op's slot names to keys of the model's parameter table.
+    ``output_bindings`` is ``None`` for a leaf; for a composite it binds each declared output to
+    a child's output or to one of the composite's own inputs.
+    """
+
+    id: str
+    op: str
+    inputs: dict[str, Ref] = field(default_factory=dict)
+    outputs: list[str] = field(default_factory=list)
+    parameters: dict[str, str] = field(default_factory=dict)
+    output_bindings: dict[str, Ref] | None = None
+    metadata: dict[str, JSONValue] | None = None
+
+    @property
+    def parent(self) -> str | None:
+        """The dotted prefix of the id, or ``None`` at top level."""
+        return parent_of(self.id)
+
+    @property
+    def name(self) -> str:
+        """The last segment of the id: the name the parent knows this node by."""
+        return self.id.rpartition(".")[2]
+
+    @property
+    def is_composite(self) -> bool:
+        return self.output_bindings is not None
+
+
+def parent_of(node_id: str) -> str | None:
+    """The parent id implied by a dotted id (``"a.b.c"`` -> ``"a.b"``), ``None`` at top level."""
+    head, dot, _ = node_id.rpartition(".")
+    return head if dot else None
+
+
+@dataclass(slots=True)
+class Model:
+    """A whole document: wiring, parameter table and optional facts and metadata."""
+
+    inputs: list[str]
+    outputs: list[Ref]
+    nodes: list[Node]
+    parameters: dict[str, Parameter]
+    #: Document metadata: ``producer``, ``framework`` and anything a producer wants to keep.
+    metadata: dict[str, JSONValue] = field(default_factory=dict)
+    #: Opset versions the document relies on, by namespace (``{"trama": 1}``).
+    opsets: dict[str, int] = field(default_factory=dict)
+    #: Facts about each model input and output, aligned with ``inputs`` / ``outputs``.
+    input_facts: list[ValueFact | None] | None = None
+    output_facts: list[ValueFact | None] | None = None
+    #: The ``format_version`` of the file this model was read from (``None`` if built in memory).
+    source_format_version: str | None = None
+
+    def node(self, node_id: str) -> Node:
+        """The node with this id (raises ``KeyError`` if there is none)."""
+        for node in self.nodes:
+            if node.id == node_id:
+                return node
+        raise KeyError(node_id)
+
+    def children(self, node_id: str | None) -> Iterator[Node]:
+        """Direct children of ``node_id`` (top-level nodes for ``None``), in document order."""
+        return (node for node in self.nodes if node.parent == node_id)
+
+    def parameter(self, node: Node, slot: str) -> Parameter:
+        """The table entry a node's slot refers to."""
+        return self.parameters[node.parameters[slot]]
