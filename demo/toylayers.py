@@ -6,11 +6,11 @@ demo and the core's tests can export, save, load and import models with nothing 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-
 import trama
 from trama import NodeFragment, OpRegistry, OpSpec, Param, Parameter, ParameterSchema
 
@@ -73,7 +73,9 @@ class Sequential:
         return NodeFragment(op="Sequential", outputs=["y"], output_bindings={"y": ref})
 
     @classmethod
-    def from_node(cls, node: trama.Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Sequential:
+    def from_node(
+        cls, node: trama.Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]
+    ) -> Sequential:
         return cls(*children.values())
 
 
@@ -103,7 +105,7 @@ def mlp(sizes: list[int], seed: int = 0) -> Sequential:
     """A ReLU multi-layer perceptron with random float32 weights."""
     rng = np.random.default_rng(seed)
     layers: list[Any] = []
-    for fan_in, fan_out in zip(sizes, sizes[1:], strict=False):
+    for fan_in, fan_out in itertools.pairwise(sizes):
         if layers:
             layers.append(ReLU())
         layers.append(

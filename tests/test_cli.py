@@ -1,0 +1,363 @@
+"""The ``trama`` command line: exit statuses, one line per problem, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import trama
+from trama import Model
+from trama.cli import COMMANDS, Command, main, register, schema_main, ssa_main
+from trama.ssa import to_ssa
+
+REPO = Path(__file__).resolve().parents[1]
+LEGACY = REPO / "tests" / "fixtures" / "legacy"
+LEGACY_FILES = sorted(LEGACY.glob("v0_*/*.trama.json"))
+if str(REPO / "demo") not in sys.path:
+    sys.path.insert(0, str(REPO / "demo"))
+
+import toylayers  # noqa: E402  (lives in demo/, put on the path just above)
+
+
+def toy_mlp(sizes: list[int] | None = None) -> Model:
+    return trama.export_model(
+        toylayers.mlp(sizes or [4, 8, 3], seed=1), inputs=["x"], outputs=["y"], registry=toylayers.registry()
+    )
+
+
+def write_doc(tmp_path: Path, name: str, doc: dict[str, Any]) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+@pytest.fixture
+def good(tmp_path: Path) -> Path:
+    path = tmp_path / "good.trama.json"
+    trama.dump(toy_mlp(), path)
+    return path
+
+
+@pytest.fixture
+def doc(good: Path) -> dict[str, Any]:
+    """The parsed JSON of a valid document, to break in each test."""
+    data: dict[str, Any] = json.loads(good.read_text())
+    return data
+
+
+def out_lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+# --- schema -------------------------------------------------------------------------------
+
+
+def test_schema_prints_a_json_schema_that_accepts_dumped_models(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema == trama.json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(json.loads(trama.dumps(toy_mlp())))
+
+
+def test_tramaschema_prints_the_same(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["schema"])
+    expected = capsys.readouterr().out
+    assert schema_main([]) == 0
+    assert capsys.readouterr().out == expected
+
+
+# --- validate -----------------------------------------------------------------------------
+
+
+def test_validate_ok(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(good)]) == 0
+    assert capsys.readouterr().out == f"{good}: ok\n"
+
+
+def test_validate_lists_every_broken_reference(tmp_path: Path, doc: dict[str, Any], capsys: Any) -> None:
+    doc["nodes"][2]["inputs"]["x"] = {"node": "root.nowhere", "output": "y"}
+    doc["nodes"][3]["inputs"]["x"] = {"node": "root.layers_0", "output": "nope"}
+    path = write_doc(tmp_path, "refs.trama.json", doc)
+    assert main(["validate", str(path)]) == 1
+    assert out_lines(capsys.readouterr().out) == [
+        f"{path}: /nodes/2/inputs/x (node 'root.layers_1'): refers to unknown node 'root.nowhere'",
+        f"{path}: /nodes/3/inputs/x (node 'root.layers_2'): node 'root.layers_0' has no output 'nope'",
+    ]
+
+
+def test_validate_lists_every_schema_violation_and_stops_there(
+    tmp_path: Path, doc: dict[str, Any], capsys: Any
+) -> None:
+    doc["extra"] = 1
+    doc["nodes"][1]["op"] = ""
+    doc["parameters"]["root.layers_0.weight"]["value"]["dtype"] = "float33"
+    doc["parameters"]["root.layers_0.in_features"]["learnable"] = "yes"
+    doc["nodes"][2]["inputs"]["x"] = {"node": "root.nowhere", "output": "y"}  # structural: not reached
+    path = write_doc(tmp_path, "schema.trama.json", doc)
+    assert main(["validate", str(path)]) == 1
+    lines = out_lines(capsys.readouterr().out)
+    assert lines[0] == f"{path}: /: Additional properties are not allowed ('extra' was unexpected)"
+    assert lines[1] == f"{path}: /nodes/1/op: '' should be non-empty"
+    assert lines[2] == f"{path}: /parameters/root.layers_0.in_features/learnable: 'yes' is not of type 'boolean'"
+    assert lines[3].startswith(f"{path}: /parameters/root.layers_0.weight/value/dtype: 'float33' is not one of [")
+    assert len(lines) == 4
+
+
+def test_validate_without_the_schema_reports_the_first_decoding_error(
+    tmp_path: Path, doc: dict[str, Any], capsys: Any
+) -> None:
+    doc["extra"] = 1
+    doc["nodes"][1]["op"] = ""
+    path = write_doc(tmp_path, "schema.trama.json", doc)
+    assert main(["validate", "--no-schema", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"{path}: /: unknown field(s) ['extra']")
+    assert len(out_lines(out)) == 1
+
+
+def test_validate_reports_structural_and_tensor_problems_together(
+    tmp_path: Path, doc: dict[str, Any], capsys: Any
+) -> None:
+    # 12 base64 characters are right for 8 bytes, but "==" padding makes them decode to 7.
+    doc["parameters"]["root.layers_2.bias"]["value"] = {"dtype": "float32", "shape": [2], "data": "AAAAAAAAAA=="}
+    doc["parameters"]["root.layers_0.bias"]["value"] = {"dtype": "bool", "shape": [2], "data": "AQI="}
+    doc["parameters"]["unused"] = {"value": 1, "learnable": False}
+    path = write_doc(tmp_path, "tensors.trama.json", doc)
+    assert main(["validate", str(path)]) == 1
+    assert out_lines(capsys.readouterr().out) == [
+        f"{path}: /parameters/unused: parameter 'unused' is not referenced by any node",
+        f"{path}: /parameters/root.layers_0.bias/value: bool tensor holds bytes other than 0 and 1",
+        f"{path}: /parameters/root.layers_2.bias/value: tensor data decodes to 7 bytes but float32[2] needs 8",
+    ]
+
+
+def test_validate_checks_base64_lifted_out_by_the_parser(tmp_path: Path, capsys: Any) -> None:
+    """Long ``data`` strings are parsed as placeholders; the schema must still see their text."""
+    path = tmp_path / "big.trama.json"
+    trama.dump(toy_mlp([64, 64, 3]), path)
+    assert main(["validate", str(path)]) == 0
+    text = path.read_text()
+    start = text.index('"data": "') + len('"data": "') + 100
+    path.write_text(text[:start] + "!" + text[start + 1 :])
+    assert main(["validate", str(path)]) == 1
+    lines = out_lines(capsys.readouterr().out)
+    assert lines[0] == f"{path}: ok"
+    assert lines[1].startswith(f"{path}: /parameters/root.layers_0.weight/value/data: the ")
+    assert lines[1].endswith("-character string does not match '^[A-Za-z0-9+/]*={0,2}$'")
+    assert len(lines) == 2
+
+
+def test_validate_several_files(good: Path, tmp_path: Path, capsys: Any) -> None:
+    missing = tmp_path / "missing.trama.json"
+    assert main(["validate", str(good), str(missing), str(good)]) == 1
+    assert out_lines(capsys.readouterr().out) == [
+        f"{good}: ok",
+        f"{missing}: cannot read the file: No such file or directory",
+        f"{good}: ok",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"format_version": "1.0", "inputs": [', "line 1 column 38: Expecting value"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "line 1 column 1: the file is not UTF-8 text"),
+        (b"hello", "line 1 column 1: Expecting value"),
+        (b"[1, 2]", "a trama document is a JSON object, got an array"),
+        (b'{"format_version": "9.0"}', "/format_version: this file uses format 9.0"),
+    ],
+)
+def test_validate_unparsable_files_give_one_line(
+    tmp_path: Path, content: bytes, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.trama.json"
+    path.write_bytes(content)
+    assert main(["validate", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert len(out_lines(captured.out)) == 1
+    assert captured.out.startswith(f"{path}: {message}")
+    assert "Traceback" not in captured.out + captured.err
+
+
+def test_validate_truncated_file(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good.write_bytes(good.read_bytes()[:-200])
+    assert main(["validate", str(good)]) == 1
+    out = capsys.readouterr().out
+    assert len(out_lines(out)) == 1
+    assert out.startswith(f"{good}: line ")
+
+
+def test_validate_external_weights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "ext.trama.json"
+    trama.dump(toy_mlp(), path, weights="external")
+    assert main(["validate", str(path)]) == 0
+    weights = trama.weights_path(path)
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # the last tensor: root.layers_2.bias
+    weights.write_bytes(bytes(data))
+    assert main(["validate", str(path)]) == 1
+    lines = out_lines(capsys.readouterr().out)
+    assert lines[1].startswith(f"{path}: /parameters/root.layers_2.bias/value/external: the tensor's bytes")
+    weights.unlink()
+    assert main(["validate", str(path)]) == 1
+    assert "cannot open weights file" in capsys.readouterr().out
+
+
+def test_validate_skips_the_schema_for_a_newer_minor(tmp_path: Path, doc: dict[str, Any], capsys: Any) -> None:
+    """A newer minor may add fields this reader ignores; the 1.0 schema would wrongly refuse them."""
+    doc["format_version"] = "1.7"
+    doc["added_in_1_7"] = {"anything": True}
+    path = write_doc(tmp_path, "newer.trama.json", doc)
+    assert main(["validate", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: ok\n"
+
+
+@pytest.mark.parametrize("path", LEGACY_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_legacy_fixtures_validate_and_render(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: ok\n"
+    assert main(["ssa", str(path)]) == 0
+    version = path.parent.name.replace("v", "").replace("_", ".")
+    assert capsys.readouterr().out.startswith(f"# trama format {version} (read as 1.0)\n")
+    assert main(["info", str(path)]) == 0
+    assert f"format      {version} (this trama writes 1.0)\n" in capsys.readouterr().out
+
+
+# --- ssa and info -------------------------------------------------------------------------
+
+
+def test_ssa(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ssa", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert out == to_ssa(trama.load(good))
+    assert "%root.layers_1.y  = ReLU(x=%root.layers_0.y)" in out
+    assert ssa_main([str(good)]) == 0
+    assert capsys.readouterr().out == out
+
+
+def test_info(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "nodes       4 (3 leaves, 1 composite, depth 2)\n" in out
+    assert "learnable   4 entries, 67 elements, 268 B\n" in out
+
+
+def test_info_json(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", "--json", str(good)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["format_version"] == "1.0"
+    assert data["node_count"] == 4
+    assert data["learnable"]["bytes"] == 268
+
+
+@pytest.mark.parametrize("command", ["ssa", "info"])
+def test_bad_file_is_one_line_on_stderr(
+    command: str, tmp_path: Path, doc: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    truncated = tmp_path / "truncated.trama.json"
+    truncated.write_text('{"format_version": "1.0", "nodes": [')
+    assert main([command, str(truncated)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"{truncated}: line 1 column 37: Expecting value\n"
+
+    doc["nodes"][2]["inputs"]["x"] = {"node": "root.nowhere", "output": "y"}
+    doc["nodes"][3]["inputs"]["x"] = {"node": "root.layers_0", "output": "nope"}
+    broken = write_doc(tmp_path, "refs.trama.json", doc)
+    assert main([command, str(broken)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"{broken}: /nodes/2/inputs/x (node 'root.layers_1'): refers to unknown node 'root.nowhere' "
+        f"(and 1 more: run 'trama validate {broken}')\n"
+    )
+
+    assert main([command, str(tmp_path)]) == 1  # a folder: unreadable
+    assert out_lines(capsys.readouterr().err) == [f"{tmp_path}: cannot read {str(tmp_path)!r}: Is a directory"]
+
+
+# --- usage --------------------------------------------------------------------------------
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    for name in ("schema", "validate", "ssa", "info"):
+        assert name in err
+
+
+@pytest.mark.parametrize("argv", [["validate"], ["ssa"], ["info"], ["frobnicate"], ["ssa", "a", "b"], ["--bogus"]])
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert "usage: trama" in capsys.readouterr().err
+
+
+def test_standalone_scripts_name_themselves(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        ssa_main([])
+    assert exit_info.value.code == 2
+    assert "usage: tramassa" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"trama {trama.__version__} (format {trama.FORMAT_VERSION})\n"
+
+
+def test_new_subcommands_plug_into_the_table(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--times", type=int, default=1)
+
+    def run(args: argparse.Namespace) -> int:
+        print("hello " * args.times)
+        return 3
+
+    monkeypatch.setattr("trama.cli.COMMANDS", dict(COMMANDS))
+    register(Command("hello", "say hello", add_arguments, run))
+    assert main(["hello", "--times", "2"]) == 3
+    assert capsys.readouterr().out == "hello hello \n"
+    assert main([]) == 2
+    assert "say hello" in capsys.readouterr().err
+
+
+# --- installed scripts --------------------------------------------------------------------
+
+
+def test_console_scripts_are_installed_and_work(good: Path) -> None:
+    bin_dir = Path(sys.executable).parent
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(bin_dir / argv[0]), *argv[1:]], capture_output=True, text=True, timeout=60)
+
+    for script in ("trama", "tramaschema", "tramassa"):
+        assert (bin_dir / script).exists(), f"{script} is not installed in {bin_dir}"
+
+    version = run("trama", "--version")
+    assert version.returncode == 0
+    assert version.stdout.startswith("trama ")
+    schema = run("tramaschema")
+    assert schema.returncode == 0
+    jsonschema.Draft202012Validator.check_schema(json.loads(schema.stdout))
+    ssa = run("tramassa", str(good))
+    assert ssa.returncode == 0
+    assert "= Sequential(x=x)" in ssa.stdout
+    validate = run("trama", "validate", str(good))
+    assert (validate.returncode, validate.stdout) == (0, f"{good}: ok\n")
+
+    good.write_text("{not json")
+    for argv in (("trama", "info", str(good)), ("tramassa", str(good)), ("trama", "validate", str(good))):
+        result = run(*argv)
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr
+        assert len((result.stdout + result.stderr).splitlines()) == 1
