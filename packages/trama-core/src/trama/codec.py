@@ -24,6 +24,10 @@ __all__ = ["ExternalResolver", "decode_document", "encode_document", "parse_form
 #: Turns an ``external`` tensor reference into a byte source: ``(reference, dtype, shape, location)``.
 ExternalResolver = Callable[[Any, str, tuple[int, ...], str], TensorSource]
 
+#: Lists and metadata nest at most this deep: reading and writing them recurse, and data nested
+#: about a thousand levels deep would exhaust Python's stack (RecursionError) instead.
+MAX_DEPTH = 100
+_CONTROL = re.compile(r"[\x00-\x1f]")
 _VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\Z")
 _TOP_KEYS = frozenset(
     {"format_version", "metadata", "opsets", "inputs", "input_facts", "outputs", "output_facts", "nodes", "parameters"}
@@ -96,8 +100,15 @@ def decode_document(
 
 
 def _json_type(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def _field(obj: dict[str, Any], key: str, where: str) -> Any:
@@ -110,9 +121,7 @@ def _field(obj: dict[str, Any], key: str, where: str) -> Any:
 def _no_unknown_keys(obj: dict[str, Any], allowed: frozenset[str], where: str) -> None:
     unknown = obj.keys() - allowed
     if unknown:
-        raise SchemaError(
-            f"unknown field(s) {sorted(unknown)} (allowed: {sorted(allowed)})", location=where or "/"
-        )
+        raise SchemaError(f"unknown field(s) {sorted(unknown)} (allowed: {sorted(allowed)})", location=where or "/")
 
 
 class _Decoder:
@@ -137,9 +146,7 @@ class _Decoder:
             output = value.get("output")
             if type(node) is str and type(output) is str:
                 return Ref(node, output)
-        raise SchemaError(
-            f'a reference is {{"node": string, "output": string}}, got {_short(value)}', location=where
-        )
+        raise SchemaError(f'a reference is {{"node": string, "output": string}}, got {_short(value)}', location=where)
 
     def ref_list(self, value: Any, where: str) -> list[Ref]:
         if type(value) is not list:
@@ -237,12 +244,14 @@ class _Decoder:
             return value
         raise SchemaError(f"unsupported value {_short(value)}", location=where)  # pragma: no cover
 
-    def list_value(self, value: list[Any], where: str) -> list[Any]:
+    def list_value(self, value: list[Any], where: str, depth: int = 1) -> list[Any]:
         """Lists (``kernel_size``, ``normalized_shape``...) hold scalars and lists, no tensors."""
+        if depth > MAX_DEPTH:
+            raise SchemaError(f"a list value nests more than {MAX_DEPTH} levels deep", location=where)
         for k, item in enumerate(value):
             kind = type(item)
             if kind is list:
-                self.list_value(item, f"{where}/{k}")
+                self.list_value(item, f"{where}/{k}", depth + 1)
             elif kind is dict:
                 raise SchemaError("a list value may hold scalars and lists only, not objects", location=f"{where}/{k}")
             elif kind is float and not math.isfinite(item):
@@ -262,8 +271,9 @@ class _Decoder:
             numpy_dtype(value["dtype"], location=where)
             shape = check_shape(value["shape"], location=where)
             if self.resolve_external is None:
-                from trama.external import UnresolvedExternal
+                from trama.external import UnresolvedExternal, check_reference
 
+                check_reference(value["external"], f"{where}/external")
                 source: TensorSource = UnresolvedExternal(where)
             else:
                 source = self.resolve_external(value["external"], value["dtype"], shape, where)
@@ -277,23 +287,27 @@ class _Decoder:
     def metadata(self, value: Any, where: str) -> dict[str, Any]:
         if type(value) is not dict:
             raise SchemaError(f"metadata must be an object, got {_json_type(value)}", location=where)
+        _check_depth(value, where)
         if self.blobs:
-            restored = self.restore_blobs(value)
+            restored = self.restore_blobs(value, where)
             assert isinstance(restored, dict)
             return restored
         return value
 
-    def restore_blobs(self, value: Any) -> Any:
+    def restore_blobs(self, value: Any, where: str) -> Any:
         """Put back long ``"data"`` strings the parser lifted out of free-form metadata."""
         if type(value) is dict:
-            return {key: self.restore_blobs(item) for key, item in value.items()}
+            return {key: self.restore_blobs(item, where) for key, item in value.items()}
         if type(value) is list:
-            return [self.restore_blobs(item) for item in value]
+            return [self.restore_blobs(item, where) for item in value]
         if type(value) is str and value[:1] == "\x00" and value in self.blobs:
             try:
-                return bytes(self.blobs[value]).decode("utf-8")
+                text = bytes(self.blobs[value]).decode("utf-8")
             except UnicodeDecodeError:
-                raise SchemaError("a metadata string is not UTF-8 text") from None
+                raise SchemaError("a metadata string is not UTF-8 text", location=where) from None
+            if _CONTROL.search(text):  # the parser never saw this string, so check it as JSON would
+                raise SchemaError("a metadata string holds a raw control character", location=where)
+            return text
         return value
 
     def opsets(self, value: Any) -> dict[str, int]:
@@ -301,7 +315,9 @@ class _Decoder:
             raise SchemaError(f"opsets must be an object, got {_json_type(value)}", location="/opsets")
         for name, version in value.items():
             if type(version) is not int or version < 1:
-                raise SchemaError(f"opset version must be a positive integer, got {_short(version)}", location=f"/opsets/{name}")
+                raise SchemaError(
+                    f"opset version must be a positive integer, got {_short(version)}", location=f"/opsets/{name}"
+                )
         return value
 
     def facts(self, value: Any, count: int, where: str) -> list[ValueFact | None] | None:
@@ -334,6 +350,21 @@ class _Decoder:
                 shape = tuple(shape)
             facts.append(ValueFact(dtype, shape))
         return facts
+
+
+def _check_depth(value: Any, where: str) -> None:
+    """Refuse free-form data nested deeper than :data:`MAX_DEPTH`, level by level (no recursion)."""
+    level = [value]
+    for _ in range(MAX_DEPTH):
+        level = [
+            item
+            for container in level
+            for item in (container.values() if type(container) is dict else container)
+            if type(item) in (dict, list)
+        ]
+        if not level:
+            return
+    raise SchemaError(f"nests more than {MAX_DEPTH} levels deep", location=where)
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -56,9 +56,7 @@ def numpy_dtype(name: str, *, location: str | None = None) -> np.dtype:
         return _NUMPY_DTYPES[name]
     except (KeyError, TypeError):
         known = ", ".join(DTYPE_NAMES)
-        raise TensorDataError(
-            f"unknown dtype {name!r}; the format knows {known}", location=location
-        ) from None
+        raise TensorDataError(f"unknown dtype {name!r}; the format knows {known}", location=location) from None
 
 
 def dtype_name(dtype: np.dtype) -> str:

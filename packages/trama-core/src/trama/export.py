@@ -46,9 +46,7 @@ class _ExportSession:
             existing = self.parameters.get(param.name)
             if existing is not None:
                 if existing != Parameter(converted, param.learnable):
-                    raise ExportError(
-                        f"parameter name {param.name!r} is used for two different values"
-                    )
+                    raise ExportError(f"parameter name {param.name!r} is used for two different values")
                 return param.name
             name = param.name
         else:
@@ -73,14 +71,14 @@ def _identity_key(value: Any) -> Any:
 
 
 def _to_parameter_value(value: Any, where: str) -> Any:
-    if value is None or isinstance(value, (bool, int, str, Tensor)):
+    if value is None or isinstance(value, (bool, str, Tensor)):
         return value
+    if isinstance(value, int):
+        return int(value)  # an IntEnum reads back as a plain int: store that, so the round trip is equal
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ExportError(
-                f"parameter {where!r} is {value}; JSON has no such number, store it as a 0-d tensor"
-            )
-        return value
+            raise ExportError(f"parameter {where!r} is {value}; JSON has no such number, store it as a 0-d tensor")
+        return float(value)  # numpy.float64 is a float subclass; it reads back as a plain float
     if isinstance(value, (list, tuple)):
         return [_to_parameter_value(item, where) for item in value]
     if isinstance(value, (np.generic, np.ndarray)) or hasattr(value, "__array__"):
@@ -120,9 +118,7 @@ class ExportContext:
     def input(self, name: str) -> Ref:
         """Reference to one of this node's own inputs, for use inside a composite."""
         if name not in self.inputs:
-            raise ExportError(
-                f"{self.node_id} has no input {name!r} (it has {sorted(self.inputs)})"
-            )
+            raise ExportError(f"{self.node_id} has no input {name!r} (it has {sorted(self.inputs)})")
         return Ref(INPUT, name)
 
     def child(
@@ -173,8 +169,7 @@ def _fragment_for(obj: Any, ctx: ExportContext) -> NodeFragment:
             )
     if not isinstance(fragment, NodeFragment):
         raise ExportError(
-            f"to_node of {type(obj).__qualname__} returned {type(fragment).__name__}, "
-            "expected trama.NodeFragment",
+            f"to_node of {type(obj).__qualname__} returned {type(fragment).__name__}, expected trama.NodeFragment",
             node_id=ctx.node_id,
         )
     return fragment
@@ -198,8 +193,7 @@ def _export_object(
             node_id=node_id,
         )
     parameters = {
-        slot_name: session.entry(f"{node_id}.{slot_name}", value)
-        for slot_name, value in fragment.parameters.items()
+        slot_name: session.entry(f"{node_id}.{slot_name}", value) for slot_name, value in fragment.parameters.items()
     }
     session.nodes[slot] = Node(
         id=node_id,
@@ -274,4 +268,3 @@ def _rename_clashing_parameters(nodes: list[Node], table: dict[str, Parameter]) 
     table.update(items)
     for node in nodes:
         node.parameters = {s: renames.get(k, k) for s, k in node.parameters.items()}
-

@@ -36,6 +36,7 @@ __all__ = [
     "ExternalSource",
     "SafetensorsFile",
     "UnresolvedExternal",
+    "check_reference",
     "checksum",
     "make_resolver",
     "write_safetensors",
@@ -90,7 +91,7 @@ def write_safetensors(file: BinaryIO, arrays: dict[str, np.ndarray]) -> dict[str
     file.write(text)
     sums = {}
     for key, data in flat.items():
-        file.write(memoryview(data))
+        file.write(data.data)
         sums[key] = checksum(data)
     return sums
 
@@ -105,7 +106,9 @@ class SafetensorsFile:
                 size = os.fstat(handle.fileno()).st_size
                 self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else None
         except OSError as exc:
-            raise WeightsFileError(f"cannot open weights file {str(path)!r}: {exc.strerror}", location=location) from None
+            raise WeightsFileError(
+                f"cannot open weights file {str(path)!r}: {exc.strerror}", location=location
+            ) from None
         if self._map is None or size < 8:
             raise WeightsFileError(f"weights file {str(path)!r} is too short to be safetensors", location=location)
         (header_len,) = struct.unpack("<Q", self._map[:8])
@@ -113,8 +116,10 @@ class SafetensorsFile:
             raise WeightsFileError(f"weights file {str(path)!r} has a corrupt safetensors header", location=location)
         try:
             header = json.loads(bytes(self._map[8 : 8 + header_len]))
-        except (ValueError, UnicodeDecodeError):
-            raise WeightsFileError(f"weights file {str(path)!r} has a corrupt safetensors header", location=location) from None
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise WeightsFileError(
+                f"weights file {str(path)!r} has a corrupt safetensors header", location=location
+            ) from None
         if type(header) is not dict:
             raise WeightsFileError(f"weights file {str(path)!r} has a corrupt safetensors header", location=location)
         self._header = header
@@ -128,7 +133,7 @@ class SafetensorsFile:
             raise WeightsFileError(f"weights file {self.path.name!r} has no tensor {key!r}", location=location)
         offsets = entry.get("data_offsets")
         if (
-            _DTYPES_BY_CODE.get(entry.get("dtype")) != dtype
+            _DTYPES_BY_CODE.get(str(entry.get("dtype"))) != dtype
             or entry.get("shape") != list(shape)
             or type(offsets) is not list
             or len(offsets) != 2
@@ -189,22 +194,31 @@ class UnresolvedExternal:
         return "external (unresolved)"
 
 
+def check_reference(reference: Any, where: str) -> PurePosixPath:
+    """Check what needs no file: the form of an ``external`` object (at ``where``) and its path
+    rules. Return the path. Documents read without a folder are checked this far too."""
+    if (
+        type(reference) is not dict
+        or reference.keys() != {"path", "key", "checksum"}
+        or not all(type(v) is str for v in reference.values())
+    ):
+        raise WeightsFileError('external is {"path": string, "key": string, "checksum": string}', location=where)
+    relative = PurePosixPath(reference["path"])
+    if relative.is_absolute() or ".." in relative.parts or not relative.parts or "\\" in reference["path"]:
+        raise WeightsFileError(
+            f"external path {reference['path']!r} must be relative and stay inside the document's folder",
+            location=f"{where}/path",
+        )
+    return relative
+
+
 def make_resolver(base_dir: Path) -> Callable[[Any, str, tuple[int, ...], str], TensorSource]:
     """A resolver for :func:`trama.codec.decode_document` that opens each weights file once."""
     files: dict[str, SafetensorsFile] = {}
 
     def resolve(reference: Any, dtype: str, shape: tuple[int, ...], location: str) -> TensorSource:
         where = f"{location}/external"
-        if type(reference) is not dict or reference.keys() != {"path", "key", "checksum"} or not all(
-            type(v) is str for v in reference.values()
-        ):
-            raise WeightsFileError('external is {"path": string, "key": string, "checksum": string}', location=where)
-        relative = PurePosixPath(reference["path"])
-        if relative.is_absolute() or ".." in relative.parts or not relative.parts or "\\" in reference["path"]:
-            raise WeightsFileError(
-                f"external path {reference['path']!r} must be relative and stay inside the document's folder",
-                location=f"{where}/path",
-            )
+        relative = check_reference(reference, where)
         file = files.get(reference["path"])
         if file is None:
             file = files[reference["path"]] = SafetensorsFile(base_dir.joinpath(*relative.parts), f"{where}/path")

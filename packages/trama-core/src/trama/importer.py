@@ -44,13 +44,13 @@ def _build(node: Node, registry: OpRegistry, children: dict[str, Any], parameter
     spec = registry[node.op]
     factory = spec.factory
     if factory is None:
-        raise RegistryError(f"op {node.op!r} has no factory in this registry, so it cannot be imported", node_id=node.id)
+        raise RegistryError(
+            f"op {node.op!r} has no factory in this registry, so it cannot be imported", node_id=node.id
+        )
     build = getattr(factory, "from_node", factory)
     try:
         return build(node, children=children, parameters=parameters)
     except TramaError:
         raise
     except Exception as exc:
-        raise ImportModelError(
-            f"building op {node.op!r} failed: {type(exc).__name__}: {exc}", node_id=node.id
-        ) from exc
+        raise ImportModelError(f"building op {node.op!r} failed: {type(exc).__name__}: {exc}", node_id=node.id) from exc

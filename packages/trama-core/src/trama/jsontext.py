@@ -14,7 +14,7 @@ import gc
 import json
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -60,6 +60,17 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number; one too large for a double (``1e400``) would silently become infinity."""
+    value = float(text)
+    if value in (_INF, -_INF):
+        raise ValueError(f"the number {text} is out of range")
+    return value
+
+
+_INF = float("inf")
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Parsing and decoding build millions of objects and no cycles; the cycle collector,
@@ -75,17 +86,21 @@ def gc_paused() -> Iterator[None]:
 
 def parse_json(data: bytes | str) -> ParsedText:
     """Parse a document's text; raise :class:`JSONError` with line and column on any problem."""
-    if isinstance(data, str):
-        raw = data.encode("utf-8", "surrogatepass")
-    else:
-        raw = bytes(data)
+    # A str may hold lone surrogates (from a "\ud800" escape): they go back to being escapes.
+    raw = data.encode("utf-8", "backslashreplace") if isinstance(data, str) else bytes(data)
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     text, blobs = _lift_blobs(raw)
     try:
         with gc_paused():
+            # Decode here rather than in json.loads, which would also accept UTF-16 and UTF-32.
             return ParsedText(
-                json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_reject_constant),
+                json.loads(
+                    text.decode("utf-8"),
+                    object_pairs_hook=_unique_pairs,
+                    parse_constant=_reject_constant,
+                    parse_float=_finite_float,
+                ),
                 blobs,
             )
     except (json.JSONDecodeError, _DuplicateKey, ValueError, UnicodeDecodeError, RecursionError):
@@ -160,7 +175,9 @@ def _raise_located(raw: bytes) -> None:
         prefix = raw[: exc.start].decode("utf-8", "replace")
         line, column = _line_column(prefix, len(prefix))
         raise JSONError("the file is not UTF-8 text", line=line, column=column) from None
-    decoder = json.JSONDecoder(object_pairs_hook=_unique_pairs, parse_constant=_reject_constant)
+    decoder = json.JSONDecoder(
+        object_pairs_hook=_unique_pairs, parse_constant=_reject_constant, parse_float=_finite_float
+    )
     try:
         with gc_paused():
             _parse_with_positions(decoder, text)
@@ -180,6 +197,9 @@ def _raise_located(raw: bytes) -> None:
 _NON_JSON_NUMBER = re.compile(r'(?<!["\w])(-?Infinity|NaN)(?!["\w])')
 
 
+_STDLIB_DECODER: Any = json.decoder
+
+
 class _Located(Exception):
     def __init__(self, message: str, pos: int) -> None:
         self.message = message
@@ -187,24 +207,52 @@ class _Located(Exception):
 
 
 def _parse_with_positions(decoder: json.JSONDecoder, text: str) -> Any:
-    """The pure-Python scanner with a hook on every object, so a duplicate key has a position."""
-    from json import decoder as json_decoder
+    """The pure-Python scanner with a hook on every container, so that a duplicate key or a
+    refused number (``NaN``, ``1e400``) is reported where it is, not where its object starts."""
     from json import scanner
 
-    def parse_object(state: tuple[str, int], strict: bool, scan_once: Any, object_hook: Any,
-                     object_pairs_hook: Any, memo: Any = None, _w: Any = json_decoder.WHITESPACE.match,
-                     _ws: str = json_decoder.WHITESPACE_STR) -> Any:
+    json_decoder: Any = _STDLIB_DECODER  # its scanner internals are not in the type stubs
+
+    def located(scan_once: Any) -> Any:
+        def scan(string: str, idx: int) -> Any:
+            try:
+                return scan_once(string, idx)
+            except ValueError as exc:
+                if isinstance(exc, json.JSONDecodeError):
+                    raise
+                raise _Located(str(exc), idx) from None
+
+        return scan
+
+    def parse_object(
+        state: tuple[str, int],
+        strict: bool,
+        scan_once: Any,
+        object_hook: Any,
+        object_pairs_hook: Any,
+        memo: Any = None,
+        _w: Any = json_decoder.WHITESPACE.match,
+        _ws: str = json_decoder.WHITESPACE_STR,
+    ) -> Any:
         start = state[1] - 1
         try:
-            return json_decoder.JSONObject(state, strict, scan_once, object_hook, object_pairs_hook, memo, _w, _ws)
+            return json_decoder.JSONObject(
+                state, strict, located(scan_once), object_hook, object_pairs_hook, memo, _w, _ws
+            )
         except _DuplicateKey as exc:
-            raise _Located(f"the key {exc.key!r} appears twice in this object", start) from None
-        except ValueError as exc:
-            if isinstance(exc, json.JSONDecodeError):
-                raise
-            raise _Located(str(exc), start) from None
+            position = _second_key_position(state[0], start, exc.key, scan_once)
+            raise _Located(f"the key {exc.key!r} appears twice in this object", position) from None
+
+    def parse_array(
+        state: tuple[str, int],
+        scan_once: Any,
+        _w: Any = json_decoder.WHITESPACE.match,
+        _ws: str = json_decoder.WHITESPACE_STR,
+    ) -> Any:
+        return json_decoder.JSONArray(state, located(scan_once), _w, _ws)
 
     decoder.parse_object = parse_object  # type: ignore[attr-defined]
+    decoder.parse_array = parse_array  # type: ignore[attr-defined]
     decoder.scan_once = scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
     value, end = decoder.raw_decode(text, json_decoder.WHITESPACE.match(text, 0).end())
     end = json_decoder.WHITESPACE.match(text, end).end()
@@ -213,14 +261,32 @@ def _parse_with_positions(decoder: json.JSONDecoder, text: str) -> Any:
     return value
 
 
-def format_json(data: Any) -> str:
+def _second_key_position(text: str, start: int, key: str, scan_once: Any) -> int:
+    """Where ``key`` occurs for the second time in the (well-formed) object at ``start``."""
+    whitespace = _STDLIB_DECODER.WHITESPACE
+    seen = False
+    pos = start + 1
+    while True:
+        pos = whitespace.match(text, pos).end()
+        name, end = _STDLIB_DECODER.scanstring(text, pos + 1)
+        if name == key:
+            if seen:
+                return int(pos)
+            seen = True
+        end = whitespace.match(text, end).end() + 1  # past the colon
+        _, end = scan_once(text, whitespace.match(text, end).end())
+        pos = whitespace.match(text, end).end() + 1  # past the comma
+
+
+def format_json(data: Any, *, width: Callable[[str], int] = len) -> str:
     """JSON text laid out for review: small containers on one line, large ones one item a line.
 
     A node reads as a short block with one field per line, so a change to one wire or one
-    parameter is a one-line diff.
+    parameter is a one-line diff. ``width`` measures a compact text as it will finally read,
+    for a writer that puts short placeholders in ``data`` and fills them in afterwards.
     """
     out: list[str] = []
-    _emit(data, 0, out)
+    _emit(data, 0, out, width)
     out.append("\n")
     return "".join(out)
 
@@ -229,15 +295,15 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), allow_nan=False)
 
 
-def _emit(value: Any, indent: int, out: list[str]) -> None:
-    if isinstance(value, (dict, list)) and value and not _fits(value, indent):
+def _emit(value: Any, indent: int, out: list[str], width: Callable[[str], int]) -> None:
+    if isinstance(value, (dict, list)) and value and not _fits(value, indent, width):
         pad = " " * (indent + 2)
         if isinstance(value, dict):
             out.append("{\n")
             last = len(value) - 1
             for k, (key, item) in enumerate(value.items()):
                 out.append(f"{pad}{_compact(key)}: ")
-                _emit(item, indent + 2, out)
+                _emit(item, indent + 2, out, width)
                 out.append(",\n" if k < last else "\n")
             out.append(" " * indent + "}")
         else:
@@ -245,14 +311,14 @@ def _emit(value: Any, indent: int, out: list[str]) -> None:
             last = len(value) - 1
             for k, item in enumerate(value):
                 out.append(pad)
-                _emit(item, indent + 2, out)
+                _emit(item, indent + 2, out, width)
                 out.append(",\n" if k < last else "\n")
             out.append(" " * indent + "]")
         return
     out.append(_compact(value))
 
 
-def _fits(value: dict[str, Any] | list[Any], indent: int) -> bool:
+def _fits(value: dict[str, Any] | list[Any], indent: int, width: Callable[[str], int]) -> bool:
     if len(value) > 8:
         return False
-    return len(_compact(value)) + indent <= LINE_WIDTH
+    return width(_compact(value)) + indent <= LINE_WIDTH

@@ -42,7 +42,7 @@ def _upgrade_0_1(raw: dict[str, Any]) -> dict[str, Any]:
         return raw  # the decoder reports the wrong type with its location
     if "parameters" in raw:
         raise SchemaError("format 0.1 has no top-level parameter table", location="/parameters")
-    node_ids = {node.get("id") for node in nodes if type(node) is dict}
+    node_ids = {node.get("id") for node in nodes if type(node) is dict and type(node.get("id")) is str}
     table: dict[str, Any] = {}
     upgraded_nodes = []
     for i, node in enumerate(nodes):

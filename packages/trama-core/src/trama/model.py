@@ -8,6 +8,7 @@ two slots naming the same entry share one value, which is how tied weights survi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeAlias
@@ -81,9 +82,17 @@ class Parameter:
 
 
 def _values_equal(a: Any, b: Any) -> bool:
+    """Equal as the format sees values: same kinds all the way down ([1] is not [True] or [1.0]),
+    and -0.0 is not 0.0."""
     if isinstance(a, Tensor) or isinstance(b, Tensor):
         return isinstance(a, Tensor) and isinstance(b, Tensor) and a == b
-    return type(a) is type(b) and bool(a == b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_values_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    return bool(a == b)
 
 
 @dataclass(slots=True)

@@ -71,9 +71,7 @@ class ImportableOp(Protocol):
     """A class that can rebuild an instance from a node."""
 
     @classmethod
-    def from_node(
-        cls, node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]
-    ) -> Any:
+    def from_node(cls, node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Any:
         """Build an instance. ``children`` maps child names to built objects (document order);
         ``parameters`` maps slot names to table entries — slots that share an entry receive
         the very same :class:`~trama.Parameter` object, and ``numpy.asarray(p.value)`` the same

@@ -60,8 +60,9 @@ class ParameterSchema:
     doc: str = ""
 
     def __post_init__(self) -> None:
-        if isinstance(self.types, str):
-            object.__setattr__(self, "types", (self.types,))
+        types: Any = self.types
+        if isinstance(types, str):  # a lone string is forgiven: ("tensor",) was meant
+            object.__setattr__(self, "types", (types,))
         unknown = set(self.types) - PARAMETER_TYPES
         if unknown:
             raise ValueError(f"slot {self.name!r}: unknown parameter types {sorted(unknown)}")

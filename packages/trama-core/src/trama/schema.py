@@ -56,7 +56,11 @@ _SCHEMA: dict[str, Any] = {
                 "output": {"type": "string", "pattern": _NAME},
             },
         },
-        "refs": {"type": "object", "propertyNames": {"pattern": _NAME}, "additionalProperties": {"$ref": "#/$defs/ref"}},
+        "refs": {
+            "type": "object",
+            "propertyNames": {"pattern": _NAME},
+            "additionalProperties": {"$ref": "#/$defs/ref"},
+        },
         "fact": {
             "type": ["object", "null"],
             "additionalProperties": False,
@@ -107,7 +111,9 @@ _SCHEMA: dict[str, Any] = {
         },
         "list": {
             "type": "array",
-            "items": {"anyOf": [{"type": ["boolean", "integer", "number", "string", "null"]}, {"$ref": "#/$defs/list"}]},
+            "items": {
+                "anyOf": [{"type": ["boolean", "integer", "number", "string", "null"]}, {"$ref": "#/$defs/list"}]
+            },
         },
         "shape": {"type": "array", "maxItems": 64, "items": {"type": "integer", "minimum": 0}},
         "tensor": {
@@ -117,7 +123,11 @@ _SCHEMA: dict[str, Any] = {
             "properties": {
                 "dtype": {"enum": list(DTYPE_NAMES)},
                 "shape": {"$ref": "#/$defs/shape"},
-                "data": {"type": "string", "pattern": "^[A-Za-z0-9+/]*={0,2}$", "description": "base64 of little-endian C-order bytes"},
+                "data": {
+                    "type": "string",
+                    "pattern": "^[A-Za-z0-9+/]*={0,2}$",
+                    "description": "base64 of little-endian C-order bytes",
+                },
             },
         },
         "external_tensor": {

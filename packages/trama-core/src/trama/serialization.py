@@ -22,7 +22,7 @@ from trama.external import external_reference, make_resolver, write_safetensors
 from trama.jsontext import format_json, gc_paused, parse_json
 from trama.model import Model
 from trama.registry import OpRegistry
-from trama.tensor import Tensor, encode_base64
+from trama.tensor import Tensor, base64_length, encode_base64
 from trama.validation import validate as validate_model
 
 __all__ = ["dump", "dumps", "load", "loads", "weights_path"]
@@ -110,19 +110,29 @@ def _write_inline(model: Model, handle: BinaryIO) -> None:
         tensors.append(tensor)
         return {"dtype": tensor.dtype, "shape": list(tensor.shape), "data": f"\x00{nonce}:{len(tensors) - 1}"}
 
-    text = format_json(encode_document(model, placeholder))
-    parts = re.split(rf"\\u0000{nonce}:([0-9]+)", text)
-    handle.write(parts[0].encode())
+    pattern = re.compile(rf"\\u0000{nonce}:([0-9]+)")
+
+    def width(compact: str) -> int:  # lay the text out as dumps() would, with the real base64
+        return len(compact) + sum(
+            base64_length(tensors[int(k)].nbytes) - len(f"\\u0000{nonce}:{k}") for k in pattern.findall(compact)
+        )
+
+    text = format_json(encode_document(model, placeholder), width=width)
+    parts = pattern.split(text)
+    handle.write(_utf8(parts[0]))
     for k in range(1, len(parts), 2):
         handle.write(encode_base64(tensors[int(parts[k])].numpy()))
-        handle.write(parts[k + 1].encode())
+        handle.write(_utf8(parts[k + 1]))
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8, with lone surrogates (read from "\\ud800" escapes) written as escapes again."""
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _dump_external(model: Model, file: Path) -> None:
     target = weights_path(file)
-    arrays = {
-        name: entry.value.numpy() for name, entry in model.parameters.items() if isinstance(entry.value, Tensor)
-    }
+    arrays = {name: entry.value.numpy() for name, entry in model.parameters.items() if isinstance(entry.value, Tensor)}
     sums: dict[str, str] = {}
     with _atomic(target, commit=False) as weights_handle:
         sums.update(write_safetensors(weights_handle, arrays))
@@ -135,7 +145,7 @@ def _dump_external(model: Model, file: Path) -> None:
 
         text = format_json(encode_document(model, reference))
         with _atomic(file, commit=False) as doc_handle:
-            doc_handle.write(text.encode())
+            doc_handle.write(_utf8(text))
         # Both files are complete on disk; swap them in, weights first. A reader that catches
         # the instant between the two sees the old document with new weights, which the
         # checksums turn into a clear error rather than wrong numbers.
@@ -153,7 +163,7 @@ def _atomic(path: Path, *, commit: bool = True) -> Iterator[BinaryIO]:
     over ``path``. On failure it is removed and ``path`` is untouched."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
     try:
-        handle = open(tmp, "xb")
+        handle = open(tmp, "xb")  # noqa: SIM115 - closed below, after the sync
     except OSError as exc:
         raise TramaError(f"cannot write beside {str(path)!r}: {exc.strerror}") from None
     try:
@@ -166,4 +176,3 @@ def _atomic(path: Path, *, commit: bool = True) -> Iterator[BinaryIO]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-

@@ -9,6 +9,7 @@ or allocated, so a file cannot make the reader allocate more than the file itsel
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Protocol
 
 import numpy as np
@@ -21,6 +22,8 @@ __all__ = ["Base64Source", "Tensor", "TensorSource", "base64_length", "encode_ba
 
 #: No real tensor has more dimensions than this; a larger rank is a malformed file.
 MAX_RANK = 64
+#: Element count (zero dimensions not counted) above which no array of any dtype fits in memory.
+MAX_ELEMENTS = sys.maxsize // 8
 
 
 def base64_length(nbytes: int) -> int:
@@ -31,7 +34,7 @@ def base64_length(nbytes: int) -> int:
 def encode_base64(array: np.ndarray) -> bytes:
     """Base64 (standard alphabet, padded) of an array's little-endian C-order bytes."""
     flat = np.ascontiguousarray(array).reshape(-1)
-    return pybase64.b64encode(flat.view(np.uint8))
+    return pybase64.b64encode(memoryview(flat.view(np.uint8)))  # type: ignore[arg-type]
 
 
 def check_shape(shape: Any, *, location: str | None) -> tuple[int, ...]:
@@ -42,15 +45,15 @@ def check_shape(shape: Any, *, location: str | None) -> tuple[int, ...]:
             location=location,
         )
     if len(shape) > MAX_RANK:
-        raise TensorDataError(
-            f"shape has {len(shape)} dimensions; at most {MAX_RANK} are allowed", location=location
-        )
+        raise TensorDataError(f"shape has {len(shape)} dimensions; at most {MAX_RANK} are allowed", location=location)
     for dim in shape:
         if type(dim) is not int or dim < 0:
             raise TensorDataError(
                 f"shape must be a list of non-negative integers, got {list(shape)!r}",
                 location=location,
             )
+    if math.prod(dim or 1 for dim in shape) > MAX_ELEMENTS:  # numpy refuses such shapes, even empty
+        raise TensorDataError(f"shape {list(shape)} has more elements than an array can hold", location=location)
     return tuple(shape)
 
 
@@ -83,8 +86,7 @@ class Base64Source:
         expected = math.prod(shape) * dtype.itemsize
         if len(raw) != expected:
             raise TensorDataError(
-                f"tensor data decodes to {len(raw)} bytes but {dtype_name(dtype)}{list(shape)} "
-                f"needs {expected}",
+                f"tensor data decodes to {len(raw)} bytes but {dtype_name(dtype)}{list(shape)} needs {expected}",
                 location=self.location,
             )
         return np.frombuffer(raw, dtype=dtype).reshape(shape)
@@ -125,13 +127,11 @@ class Tensor:
         """Wrap anything ``numpy.asarray`` accepts; the dtype must be one the format knows."""
         array = np.asarray(value)
         name = dtype_name(array.dtype)
-        array = np.ascontiguousarray(array, dtype=numpy_dtype(name))
+        array = np.asarray(array, dtype=numpy_dtype(name), order="C")  # ascontiguousarray makes 0-d 1-d
         return cls(name, tuple(int(d) for d in array.shape), array=array)
 
     @classmethod
-    def from_base64(
-        cls, dtype: Any, shape: Any, data: Any, *, location: str | None = None
-    ) -> Tensor:
+    def from_base64(cls, dtype: Any, shape: Any, data: Any, *, location: str | None = None) -> Tensor:
         """Build a lazily decoded tensor from a document's ``{dtype, shape, data}`` value.
 
         Everything that can be checked without decoding is checked here: the dtype name, the
@@ -140,9 +140,7 @@ class Tensor:
         np_dtype = numpy_dtype(dtype, location=location)
         dims = check_shape(shape, location=location)
         if not isinstance(data, (str, bytes, memoryview)):
-            raise TensorDataError(
-                f"tensor data must be a base64 string, got {type(data).__name__}", location=location
-            )
+            raise TensorDataError(f"tensor data must be a base64 string, got {type(data).__name__}", location=location)
         nbytes = math.prod(dims) * np_dtype.itemsize
         expected = base64_length(nbytes)
         if len(data) != expected:

@@ -8,11 +8,13 @@ file costs about twice a 100,000-node one, and a command-line run can report all
 
 from __future__ import annotations
 
+import math
 import re
 
 from trama.errors import RegistryError, TramaError, ValidationError
 from trama.model import INPUT, Model, Node, Ref
 from trama.registry import OpRegistry, value_type
+from trama.tensor import Tensor
 
 __all__ = ["DOTTED_ID", "NAME", "collect_errors", "registry_errors", "structural_errors", "validate"]
 
@@ -59,7 +61,7 @@ def structural_errors(model: Model) -> list[TramaError]:
     position: dict[str, int] = {}
     declared: dict[str, Node] = {}
 
-    def check_ref(ref: Ref, scope: str | None, scope_inputs: object, where: str, owner: str) -> None:
+    def check_ref(ref: Ref, scope: str | None, scope_inputs: object, where: str, owner: str | None) -> None:
         if ref.node == INPUT:
             if ref.output not in scope_inputs:  # type: ignore[operator]
                 whose = f"composite {scope!r}" if scope is not None else "the model"
@@ -94,7 +96,12 @@ def structural_errors(model: Model) -> list[TramaError]:
             else:
                 scope_inputs = parent_node.inputs
         for port, ref in node.inputs.items():
+            if not NAME.match(port):
+                fail(f"input port name {port!r} is not an identifier ([A-Za-z0-9_]+)", f"{here}/inputs", node_id)
             check_ref(ref, parent, scope_inputs, f"{here}/inputs/{port}", node_id)
+        for k, output in enumerate(node.outputs):
+            if not NAME.match(output):
+                fail(f"output name {output!r} is not an identifier ([A-Za-z0-9_]+)", f"{here}/outputs/{k}", node_id)
         if len(set(node.outputs)) != len(node.outputs):
             fail("outputs repeat a name", f"{here}/outputs", node_id)
         position[node_id] = i
@@ -128,6 +135,9 @@ def structural_errors(model: Model) -> list[TramaError]:
                 fail(f"node {ref.node!r} has no output {ref.output!r}", f"{here}/{name}", node.id)
 
     for k, ref in enumerate(model.outputs):
+        if ref.node == INPUT:
+            fail("a model output must be an output of a top-level node, not %input", f"/outputs/{k}")
+            continue
         check_ref(ref, None, model_inputs, f"/outputs/{k}", None)
 
     table = model.parameters
@@ -145,7 +155,27 @@ def structural_errors(model: Model) -> list[TramaError]:
             fail(f"parameter name {name!r} is also a node id", where)
         if name not in referenced:
             fail(f"parameter {name!r} is not referenced by any node", where)
+        problem = _value_problem(table[name].value)
+        if problem is not None:
+            fail(f"parameter {name!r} cannot be stored: {problem}", f"{where}/value")
     return errors
+
+
+def _value_problem(value: object) -> str | None:
+    """Why a parameter value has no form in a document (``None`` when it has one)."""
+    if value is None or isinstance(value, (Tensor, bool, int, str)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{value} is not a JSON number (store it as a 0-d tensor)"
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, Tensor):
+                return "a list value may hold scalars and lists only, not tensors"
+            problem = _value_problem(item)
+            if problem is not None:
+                return problem
+        return None
+    return f"a value of type {type(value).__name__} is not a tensor, bool, int, float, string, null or list"
 
 
 def registry_errors(model: Model, registry: OpRegistry) -> list[TramaError]:
