@@ -255,6 +255,13 @@ RULES: list[tuple[str, Edit, str, str, str | None]] = [
     ("model-output-undeclared", lambda m: m.outputs.append(Ref("root", "q")), "no output 'q'", "/outputs/1", None),
     ("model-output-input", lambda m: m.outputs.append(Ref(INPUT, "x")), "not %input", "/outputs/1", None),
     (
+        "slot-name-not-identifier",
+        lambda m: node(m, "root.linear").parameters.update({"a/b": node(m, "root.linear").parameters["weight"]}),
+        "slot name 'a/b' is not an identifier",
+        "/nodes/1/parameters",
+        "root.linear",
+    ),
+    (
         "slot-missing-entry",
         lambda m: node(m, "root.linear").parameters.update(weight="nope"),
         "missing parameter 'nope'",

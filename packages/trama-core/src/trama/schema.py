@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 from trama.dtypes import DTYPE_NAMES
-from trama.version import FORMAT_MAJOR, FORMAT_VERSION
+from trama.version import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
 
 __all__ = ["json_schema"]
 
@@ -27,7 +27,8 @@ _SCHEMA: dict[str, Any] = {
     "required": ["format_version", "inputs", "outputs", "nodes", "parameters"],
     "additionalProperties": False,
     "properties": {
-        "format_version": {"type": "string", "pattern": rf"^{FORMAT_MAJOR}\.(0|[1-9][0-9]*)$"},
+        # Exactly this version: a newer minor may add fields that additionalProperties would refuse.
+        "format_version": {"type": "string", "pattern": rf"^{FORMAT_MAJOR}\.{FORMAT_MINOR}$"},
         "metadata": {"$ref": "#/$defs/metadata"},
         "opsets": {
             "type": "object",
@@ -84,6 +85,7 @@ _SCHEMA: dict[str, Any] = {
                 "outputs": {"type": "array", "items": {"type": "string", "pattern": _NAME}, "uniqueItems": True},
                 "parameters": {
                     "type": "object",
+                    "propertyNames": {"pattern": _NAME},
                     "additionalProperties": {
                         "type": "object",
                         "required": ["name"],

@@ -12,7 +12,7 @@ import math
 import re
 
 from trama.errors import RegistryError, TramaError, ValidationError
-from trama.model import INPUT, Model, Node, Ref
+from trama.model import INPUT, Model, Node, Ref, parent_of
 from trama.registry import OpRegistry, value_type
 from trama.tensor import Tensor
 
@@ -43,7 +43,12 @@ def collect_errors(model: Model, registry: OpRegistry | None = None) -> list[Tra
 
 
 def structural_errors(model: Model) -> list[TramaError]:
-    """Check the rules of ``docs/format.md`` ("Structural rules") and return every violation."""
+    """Check the rules of ``docs/format.md`` ("Structural rules") and return every violation.
+
+    This runs on every load, so the common case is kept lean: locations are formatted only when
+    something fails, names already seen valid are not matched again, and each node's parent is
+    computed once.
+    """
     errors: list[TramaError] = []
 
     def fail(message: str, location: str, node_id: str | None = None) -> None:
@@ -57,55 +62,71 @@ def structural_errors(model: Model) -> list[TramaError]:
             fail(f"input name {name!r} is not an identifier ([A-Za-z0-9_]+)", f"/inputs/{k}")
 
     nodes = model.nodes
-    all_ids = {node.id for node in nodes}
-    position: dict[str, int] = {}
-    declared: dict[str, Node] = {}
+    ids = [node.id for node in nodes]
+    all_ids = set(ids)
+    if not _all_dotted(ids):
+        for i, node_id in enumerate(ids):
+            if not DOTTED_ID.match(node_id):
+                fail(f"node id {node_id!r} is not a dotted identifier", f"/nodes/{i}/id", node_id)
+    # id -> (node, its parent id); a node is declared once every earlier node has been seen.
+    declared: dict[str, tuple[Node, str | None]] = {}
+    good_names: set[str] = set()  # port, output and slot names already matched against NAME
+
+    def check_name(name: str, what: str, node_id: str, i: int, field: str) -> None:
+        """Match a name once per distinct name; the location ``/nodes/i/field`` is built on failure."""
+        if name not in good_names:
+            if NAME.match(name):
+                good_names.add(name)
+            else:
+                fail(f"{what} {name!r} is not an identifier ([A-Za-z0-9_]+)", f"/nodes/{i}/{field}", node_id)
 
     def check_ref(ref: Ref, scope: str | None, scope_inputs: object, where: str, owner: str | None) -> None:
-        if ref.node == INPUT:
-            if ref.output not in scope_inputs:  # type: ignore[operator]
+        """Check one reference (callers in the hot loop pass ``where=""`` and set it on failure)."""
+        ref_node, output = ref
+        if ref_node == INPUT:
+            if output not in scope_inputs:  # type: ignore[operator]
                 whose = f"composite {scope!r}" if scope is not None else "the model"
-                fail(f"{ref.output!r} is not an input of {whose}", where, owner)
+                fail(f"{output!r} is not an input of {whose}", where, owner)
             return
-        target = declared.get(ref.node)
-        if target is None:
-            if ref.node in all_ids:
-                fail(f"refers to {ref.node!r}, which comes later (wrong order or a cycle)", where, owner)
+        found = declared.get(ref_node)
+        if found is None:
+            if ref_node in all_ids:
+                fail(f"refers to {ref_node!r}, which comes later (wrong order or a cycle)", where, owner)
             else:
-                fail(f"refers to unknown node {ref.node!r}", where, owner)
-        elif target.parent != scope:
-            fail(f"refers to {ref.node!r}, which is not in the same scope", where, owner)
-        elif ref.output not in target.outputs:
-            fail(f"node {ref.node!r} has no output {ref.output!r}", where, owner)
+                fail(f"refers to unknown node {ref_node!r}", where, owner)
+        elif found[1] != scope:
+            fail(f"refers to {ref_node!r}, which is not in the same scope", where, owner)
+        elif output not in found[0].outputs:
+            fail(f"node {ref_node!r} has no output {output!r}", where, owner)
 
     for i, node in enumerate(nodes):
         node_id = node.id
-        here = f"/nodes/{i}"
-        if not DOTTED_ID.match(node_id):
-            fail(f"node id {node_id!r} is not a dotted identifier", f"{here}/id", node_id)
         if node_id in declared:
-            fail(f"node id {node_id!r} is used twice", f"{here}/id", node_id)
-        parent = node.parent
+            fail(f"node id {node_id!r} is used twice", f"/nodes/{i}/id", node_id)
+        parent = parent_of(node_id)
         scope_inputs: object = model_inputs
         if parent is not None:
-            parent_node = declared.get(parent)
-            if parent_node is None:
-                fail(f"parent {parent!r} does not exist or comes later", f"{here}/parent", node_id)
-            elif parent_node.output_bindings is None:
-                fail(f"parent {parent!r} is a leaf (it has no output_bindings)", f"{here}/parent", node_id)
+            found = declared.get(parent)
+            if found is None:
+                fail(f"parent {parent!r} does not exist or comes later", f"/nodes/{i}/parent", node_id)
+            elif found[0].output_bindings is None:
+                fail(f"parent {parent!r} is a leaf (it has no output_bindings)", f"/nodes/{i}/parent", node_id)
             else:
-                scope_inputs = parent_node.inputs
+                scope_inputs = found[0].inputs
         for port, ref in node.inputs.items():
-            if not NAME.match(port):
-                fail(f"input port name {port!r} is not an identifier ([A-Za-z0-9_]+)", f"{here}/inputs", node_id)
-            check_ref(ref, parent, scope_inputs, f"{here}/inputs/{port}", node_id)
-        for k, output in enumerate(node.outputs):
-            if not NAME.match(output):
-                fail(f"output name {output!r} is not an identifier ([A-Za-z0-9_]+)", f"{here}/outputs/{k}", node_id)
-        if len(set(node.outputs)) != len(node.outputs):
-            fail("outputs repeat a name", f"{here}/outputs", node_id)
-        position[node_id] = i
-        declared.setdefault(node_id, node)
+            check_name(port, "input port name", node_id, i, "inputs")
+            count = len(errors)
+            check_ref(ref, parent, scope_inputs, "", node_id)
+            if len(errors) > count:
+                errors[-1].location = f"/nodes/{i}/inputs/{_pointer_escape(port)}"
+        outputs = node.outputs
+        for k, output in enumerate(outputs):
+            if output not in good_names:  # skip formatting the location for names seen before
+                check_name(output, "output name", node_id, i, f"outputs/{k}")
+        if len(outputs) > 1 and len(set(outputs)) != len(outputs):
+            fail("outputs repeat a name", f"/nodes/{i}/outputs", node_id)
+        if node_id not in declared:
+            declared[node_id] = (node, parent)
 
     for i, node in enumerate(nodes):
         bindings = node.output_bindings
@@ -126,12 +147,12 @@ def structural_errors(model: Model) -> list[TramaError]:
                 if ref.output not in node.inputs:
                     fail(f"{ref.output!r} is not an input of this composite", f"{here}/{name}", node.id)
                 continue
-            target = declared.get(ref.node)
-            if target is None:
+            found = declared.get(ref.node)
+            if found is None:
                 fail(f"binds to unknown node {ref.node!r}", f"{here}/{name}", node.id)
-            elif target.parent != node.id:
+            elif found[1] != node.id:
                 fail(f"binds to {ref.node!r}, which is not a child of this composite", f"{here}/{name}", node.id)
-            elif ref.output not in target.outputs:
+            elif ref.output not in found[0].outputs:
                 fail(f"node {ref.node!r} has no output {ref.output!r}", f"{here}/{name}", node.id)
 
     for k, ref in enumerate(model.outputs):
@@ -144,6 +165,7 @@ def structural_errors(model: Model) -> list[TramaError]:
     referenced: set[str] = set()
     for i, node in enumerate(nodes):
         for slot, key in node.parameters.items():
+            check_name(slot, "slot name", node.id, i, "parameters")
             if key not in table:
                 fail(f"slot {slot!r} refers to missing parameter {key!r}", f"/nodes/{i}/parameters/{slot}", node.id)
             referenced.add(key)
@@ -159,6 +181,19 @@ def structural_errors(model: Model) -> list[TramaError]:
         if problem is not None:
             fail(f"parameter {name!r} cannot be stored: {problem}", f"{where}/value")
     return errors
+
+
+_ALL_DOTTED = re.compile(r"(?:[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*\n)*\Z")
+
+
+def _all_dotted(ids: list[str]) -> bool:
+    """Whether every id is a dotted identifier, in one regex pass over all of them.
+
+    The newline count guards against an id that itself contains a newline, which would
+    otherwise read as two valid ids.
+    """
+    joined = "\n".join(ids) + "\n" if ids else ""
+    return joined.count("\n") == len(ids) and _ALL_DOTTED.match(joined) is not None
 
 
 def _value_problem(value: object) -> str | None:
