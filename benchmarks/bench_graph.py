@@ -1,0 +1,421 @@
+"""Graph size: loading a chain of 100,000 and 200,000 nodes, side by side with trama 0.2.0.
+
+The graph: a root ``Sequential`` composite (input ``x``, output ``y``) with N ``ReLU`` leaves
+``root.relu_0`` .. ``root.relu_{N-1}``, each fed by the previous one, no parameters.
+
+Cases, for each N:
+
+* ``trama``             our ``trama.load(path)`` (parse, decode, structural validation) on a file in
+                        our current format, written by ``trama.dump``
+* ``trama, 0.2 file``   our ``trama.load`` on the same graph in the 0.2 format (we read 0.2 files)
+* ``trama 0.2.0``       reference: the old PyPI release's ``trama.load`` on the 0.2 file, in
+                        .venv-ref (see setup_reference.sh)
+
+Our load is also broken into phases with the library's internal functions, as ``trama.loads``
+runs them (with the cycle collector paused): read the file, parse (``trama.jsontext.parse_json``),
+decode (``trama.codec.decode_document``), validate (``trama.validation.structural_errors``).
+
+Every load runs in a fresh process, repeated (best of ``--repeat``). The 0.2 file is written by
+the old library when .venv-ref exists, else by writing the same JSON directly.
+
+    .venv/bin/python benchmarks/bench_graph.py                    # 100k and 200k (~2 minutes)
+    .venv/bin/python benchmarks/bench_graph.py --sizes 10000      # a quick smoke run
+    .venv/bin/python benchmarks/bench_graph.py --profile 100000   # cProfile our dump and load
+
+Results: a table on stdout, and benchmarks/out/graph.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    MB,
+    REF_PYTHON,
+    REF_SCRIPT,
+    RESULT_MARK,
+    Probe,
+    best_of,
+    describe_machine,
+    machine_info,
+    maybe_phase,
+    profile_call,
+    ratio,
+    reference_available,
+    reference_missing_message,
+    run_worker,
+    seconds,
+    table,
+    verdict,
+    write_json,
+    write_text,
+)
+
+SIZES = (100_000, 200_000)
+CASES = ("trama", "trama, 0.2 file", "trama 0.2.0")
+TARGETS = {"speedup over 0.2.0": 10.0, "200k/100k": 2.2}
+OURS_FILE = "chain.trama.json"
+V02_FILE = "chain-v0.2.trama.json"
+
+
+# --------------------------------------------------------------------------------------------
+# Workers (fresh processes)
+# --------------------------------------------------------------------------------------------
+
+
+class ReLU:
+    def to_node(self, ctx: Any) -> Any:
+        from trama import NodeFragment
+
+        return NodeFragment(op="ReLU", outputs=["y"])
+
+
+class Sequential:
+    """A composite whose children are chained; ids ``root.relu_i`` as in the 0.2 file."""
+
+    def __init__(self, count: int) -> None:
+        self.layers = [ReLU() for _ in range(count)]
+
+    def to_node(self, ctx: Any) -> Any:
+        from trama import NodeFragment
+
+        ref = ctx.input("x")
+        for i, layer in enumerate(self.layers):
+            ref = ctx.child(f"relu_{i}", layer, inputs={"x": ref}, outputs=["y"])["y"]
+        return NodeFragment(op="Sequential", outputs=["y"], output_bindings={"y": ref})
+
+
+def _export_and_dump(count: int, path: Path, probe: Probe | None) -> None:
+    import trama
+
+    with maybe_phase(probe, "export"):
+        model = trama.export_model(Sequential(count), inputs=["x"], outputs=["y"])
+    with maybe_phase(probe, "dump"):
+        trama.dump(model, path)
+
+
+def worker_write(count: int, path: Path) -> None:
+    import trama  # noqa: F401
+
+    probe = Probe()
+    _export_and_dump(count, path, probe)
+    probe.extra["file_bytes"] = path.stat().st_size
+    probe.emit()
+
+
+def v02_chain_text(count: int) -> str:
+    """The 0.2 document of the chain, as trama 0.2.0's ``dump`` writes it (indent 2, fields in
+    its schema order, no final newline); used when the reference environment is absent."""
+
+    def ref(node: str, output: str) -> dict[str, str]:
+        return {"node": node, "output": output}
+
+    nodes: list[dict[str, Any]] = [
+        {
+            "id": "root",
+            "parent": None,
+            "op": "Sequential",
+            "inputs": {"x": ref("%input", "x")},
+            "outputs": ["y"],
+            "parameters": {},
+            "output_bindings": {"y": ref(f"root.relu_{count - 1}", "y")},
+        }
+    ]
+    previous = ref("%input", "x")
+    for i in range(count):
+        node_id = f"root.relu_{i}"
+        nodes.append(
+            {
+                "id": node_id,
+                "parent": "root",
+                "op": "ReLU",
+                "inputs": {"x": previous},
+                "outputs": ["y"],
+                "parameters": {},
+                "output_bindings": None,
+            }
+        )
+        previous = ref(node_id, "y")
+    doc = {"format_version": "0.2", "inputs": ["x"], "outputs": [ref("root", "y")], "nodes": nodes, "parameters": {}}
+    return json.dumps(doc, indent=2)
+
+
+def worker_write_v02(count: int, path: Path) -> None:
+    probe = Probe()
+    with probe.phase("dump"):
+        path.write_text(v02_chain_text(count))
+    probe.extra["file_bytes"] = path.stat().st_size
+    probe.emit()
+
+
+def worker_load(path: Path) -> None:
+    import trama
+
+    probe = Probe()
+    with probe.phase("load"):
+        model = trama.load(path)
+    probe.extra["nodes"] = len(model.nodes)
+    probe.emit()
+
+
+def worker_phases(path: Path) -> None:
+    """Our load, phase by phase, in the order ``trama.load``/``trama.loads`` runs them.
+
+    ``trama.loads`` pauses the cycle collector while it builds objects; the collection that the
+    allocations would have triggered then runs as soon as it is re-enabled, over every object
+    built in the meantime ("gc"). Last, the parsed JSON is dropped ("free").
+    """
+    from trama.codec import decode_document
+    from trama.external import make_resolver
+    from trama.jsontext import gc_paused, parse_json
+    from trama.validation import structural_errors
+
+    probe = Probe()
+    with probe.phase("read"):
+        data = path.read_bytes()
+    pause = gc_paused()
+    pause.__enter__()
+    with probe.phase("parse"):
+        parsed = parse_json(data)
+    with probe.phase("decode"):
+        model = decode_document(parsed.data, resolve_external=make_resolver(path.parent), blobs=parsed.blobs)
+    with probe.phase("validate"):
+        errors = structural_errors(model)
+    with probe.phase("gc"):
+        pause.__exit__(None, None, None)
+    with probe.phase("free"):
+        del parsed
+    if errors:
+        raise SystemExit(f"unexpected validation errors: {errors[:3]}")
+    probe.extra["nodes"] = len(model.nodes)
+    probe.emit()
+
+
+def worker_profile(count: int, folder: Path) -> None:
+    import trama
+
+    path = folder / OURS_FILE
+    _, dump_report = profile_call(lambda: _export_and_dump(count, path, None))
+    _, load_report = profile_call(lambda: trama.load(path))
+    print(f"=== {count} nodes: export + dump ===\n{dump_report}\n=== {count} nodes: trama.load ===\n{load_report}")
+    Probe().emit()
+
+
+# --------------------------------------------------------------------------------------------
+# Orchestrator
+# --------------------------------------------------------------------------------------------
+
+
+def _ours(*args: str) -> list[str]:
+    return [sys.executable, __file__, "--worker", *args]
+
+
+def measure_size(count: int, repeat: int, folder: Path, with_reference: bool) -> dict[str, Any]:
+    ours_path, v02_path = folder / OURS_FILE, folder / V02_FILE
+    print(f"  .. {count} nodes: writing the files", file=sys.stderr, flush=True)
+    written = {"trama": run_worker(_ours("write", str(count), str(ours_path)))}
+    if with_reference:
+        written["0.2"] = run_worker([str(REF_PYTHON), str(REF_SCRIPT), "chain-write", str(count), str(v02_path)])
+        written["0.2"]["writer"] = "trama 0.2.0 (export_model + dump)"
+    else:
+        written["0.2"] = run_worker(_ours("write-v02", str(count), str(v02_path)))
+        written["0.2"]["writer"] = "bench_graph.v02_chain_text (the same JSON, written directly)"
+
+    commands = {
+        "trama": _ours("load", str(ours_path)),
+        "trama, 0.2 file": _ours("load", str(v02_path)),
+        "phases": _ours("phases", str(ours_path)),
+        "phases, 0.2 file": _ours("phases", str(v02_path)),
+    }
+    if with_reference:
+        commands["trama 0.2.0"] = [str(REF_PYTHON), str(REF_SCRIPT), "chain-load", str(v02_path)]
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
+    for r in range(repeat):
+        for name, argv in commands.items():
+            print(f"  .. {count} nodes, run {r + 1}/{repeat}: {name}", file=sys.stderr, flush=True)
+            result = run_worker(argv)
+            if result["nodes"] != count + 1:
+                raise RuntimeError(f"{name}: loaded {result['nodes']} nodes, expected {count + 1}")
+            runs[name].append(result)
+    return {
+        "nodes": count + 1,
+        "files": {
+            "trama": {"bytes": written["trama"]["file_bytes"], **written["trama"]["times"]},
+            "0.2": {
+                "bytes": written["0.2"]["file_bytes"],
+                "writer": written["0.2"]["writer"],
+                **written["0.2"]["times"],
+            },
+        },
+        "results": {name: best_of(case_runs) for name, case_runs in runs.items()},
+    }
+
+
+def summarise(sizes: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"speedup over 0.2.0": {}, "scaling": {}}
+    for count, data in sizes.items():
+        res = data["results"]
+        if "trama 0.2.0" in res:
+            ref = res["trama 0.2.0"]["times"]["load"]
+            summary["speedup over 0.2.0"][count] = {
+                "trama": ref / res["trama"]["times"]["load"],
+                "trama, 0.2 file": ref / res["trama, 0.2 file"]["times"]["load"],
+            }
+    counts = sorted(sizes)
+    for small, large in itertools.pairwise(counts):
+        key = f"{large}/{small}"
+        summary["scaling"][key] = {
+            case: sizes[large]["results"][case]["times"]["load"] / sizes[small]["results"][case]["times"]["load"]
+            for case in CASES
+            if case in sizes[small]["results"] and case in sizes[large]["results"]
+        }
+    return summary
+
+
+def report(info: dict[str, Any], repeat: int, sizes: dict[int, dict[str, Any]], summary: dict[str, Any]) -> str:
+    lines = [
+        f"Graph size: a Sequential root with N chained ReLU leaves. Load seconds, best of {repeat} "
+        "(each run a fresh process); peak = ru_maxrss rise over the process's baseline",
+        "",
+    ]
+    rows = []
+    for count, data in sizes.items():
+        res = data["results"]
+        ref = res.get("trama 0.2.0")
+        for case in CASES:
+            if case not in res:
+                continue
+            load = res[case]["times"]["load"]
+            file_key = "trama" if case == "trama" else "0.2"
+            rows.append(
+                [
+                    f"{count:,}",
+                    case,
+                    f"{data['files'][file_key]['bytes'] / MB:.1f}",
+                    seconds(load),
+                    f"{res[case]['peaks']['load'] / MB:.0f}",
+                    ratio(ref["times"]["load"] / load, 1) if ref else "-",
+                ]
+            )
+    lines.append(table(["N", "case", "file MB", "load s", "peak MB", "speedup vs 0.2.0"], rows))
+
+    lines += ["", "Targets:"]
+    target_rows = []
+    for count, speedups in summary["speedup over 0.2.0"].items():
+        value = speedups["trama"]
+        target = TARGETS["speedup over 0.2.0"]
+        met = verdict(value, target, at_most=False)
+        target_rows.append([f"{count:,} nodes: 0.2.0 load / our load", ratio(value, 1), f">= {target:g}x", met])
+    for key, scaling in summary["scaling"].items():
+        value = scaling.get("trama")
+        target = TARGETS["200k/100k"]
+        target_rows.append([f"our load time, {key} nodes", ratio(value), f"<= {target}x", verdict(value, target)])
+        others = ", ".join(f"{case} {v:.2f}x" for case, v in scaling.items() if case != "trama")
+        if others:
+            target_rows.append([f"  (same ratio for {others})", "", "", ""])
+    lines.append(table(["", "measured", "target", ""], target_rows))
+    if not summary["speedup over 0.2.0"]:
+        lines += ["", reference_missing_message()]
+
+    lines += [
+        "",
+        "Our load by phase (seconds, best of each): read the file, parse_json, decode_document,",
+        "structural_errors, gc = the collection that runs when trama.loads re-enables the cycle collector,",
+        "free = dropping the parsed JSON. Phases add up to about the whole trama.load (last column).",
+    ]
+    phase_rows = []
+    names = ("read", "parse", "decode", "validate", "gc", "free")
+    for count, data in sizes.items():
+        for name, case in (("phases", "trama"), ("phases, 0.2 file", "trama, 0.2 file")):
+            t = data["results"][name]["times"]
+            total = sum(t[p] for p in names)
+            shares = " / ".join(f"{t[p] / total:.0%}" for p in ("parse", "decode", "validate", "gc"))
+            row = [f"{count:,}", case, *(seconds(t[p]) for p in names), seconds(total)]
+            phase_rows.append([*row, seconds(data["results"][case]["times"]["load"]), shares])
+    headers = ["N", "file", *names, "sum", "trama.load", "parse / decode / validate / gc"]
+    lines.append(table(headers, phase_rows))
+
+    lines += ["", "Writing the files (one run each, for information):"]
+    write_rows = []
+    for count, data in sizes.items():
+        ours, old = data["files"]["trama"], data["files"]["0.2"]
+        write_rows.append([f"{count:,}", "trama export_model + dump", seconds(ours["export"]), seconds(ours["dump"])])
+        write_rows.append([f"{count:,}", old["writer"], seconds(old.get("export")), seconds(old["dump"])])
+    lines.append(table(["N", "writer", "export s", "dump s"], write_rows))
+    lines += ["", describe_machine(info)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per case; the best is reported (default 3)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="chain lengths (default 100k 200k)")
+    parser.add_argument("--tmp", help="folder for the temporary files (default: the system's)")
+    parser.add_argument("--out", default="graph.json", help="results file name in benchmarks/out/")
+    parser.add_argument("--profile", type=int, metavar="N", help="cProfile our export+dump and load of N nodes")
+    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.worker:
+        mode, *rest = args.worker
+        if mode == "write":
+            worker_write(int(rest[0]), Path(rest[1]))
+        elif mode == "write-v02":
+            worker_write_v02(int(rest[0]), Path(rest[1]))
+        elif mode == "load":
+            worker_load(Path(rest[0]))
+        elif mode == "phases":
+            worker_phases(Path(rest[0]))
+        elif mode == "profile":
+            worker_profile(int(rest[0]), Path(rest[1]))
+        return 0
+
+    folder = Path(tempfile.mkdtemp(prefix="trama-bench-graph-", dir=args.tmp))
+    try:
+        if args.profile:
+            proc = subprocess.run(
+                _ours("profile", str(args.profile), str(folder)), capture_output=True, text=True, check=False
+            )
+            text = "\n".join(line for line in proc.stdout.splitlines() if not line.startswith(RESULT_MARK))
+            print(text + proc.stderr[-3000:])
+            print(f"(also in {write_text(f'profile-graph-{args.profile}.txt', text)})")
+            return proc.returncode
+        with_reference = reference_available()
+        if not with_reference:
+            print(reference_missing_message(), file=sys.stderr)
+        info = machine_info()
+        sizes = {}
+        for count in sorted(args.sizes):
+            sizes[count] = measure_size(count, args.repeat, folder, with_reference)
+            for path in folder.iterdir():
+                path.unlink()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    summary = summarise(sizes)
+    print(report(info, args.repeat, sizes, summary))
+    out = write_json(
+        args.out,
+        {
+            "benchmark": "graph",
+            "machine": info,
+            "config": {"sizes": sorted(args.sizes), "repeat": args.repeat},
+            "sizes": {str(count): data for count, data in sizes.items()},
+            "summary": summary,
+            "targets": TARGETS,
+            "reference_skipped": not with_reference,
+        },
+    )
+    print(f"\nresults written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
