@@ -11,6 +11,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+import toylayers  # lives in demo/, which tests/conftest.py puts on sys.path
 import trama
 from trama import Model
 from trama.cli import COMMANDS, Command, main, register, schema_main, ssa_main
@@ -19,10 +20,6 @@ from trama.ssa import to_ssa
 REPO = Path(__file__).resolve().parents[1]
 LEGACY = REPO / "tests" / "fixtures" / "legacy"
 LEGACY_FILES = sorted(LEGACY.glob("v0_*/*.trama.json"))
-if str(REPO / "demo") not in sys.path:
-    sys.path.insert(0, str(REPO / "demo"))
-
-import toylayers  # noqa: E402  (lives in demo/, put on the path just above)
 
 
 def toy_mlp(sizes: list[int] | None = None) -> Model:

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
+import toylayers  # lives in demo/, which tests/conftest.py puts on sys.path
 import trama
 from trama import INPUT, Model, Node, Parameter, Ref, Tensor, ValueFact
 from trama.summary import OpCount, ParameterTotals, render_summary, summarize
 
 REPO = Path(__file__).resolve().parents[1]
 LEGACY = REPO / "tests" / "fixtures" / "legacy"
-if str(REPO / "demo") not in sys.path:
-    sys.path.insert(0, str(REPO / "demo"))
-
-import toylayers  # noqa: E402  (lives in demo/, put on the path just above)
 
 
 def toy_mlp() -> Model:

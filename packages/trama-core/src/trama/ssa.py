@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from trama.model import Model, Node, Parameter, Ref, ValueFact
+from trama.registry import value_type
 from trama.tensor import Tensor
 from trama.version import FORMAT_VERSION
 
@@ -90,19 +91,7 @@ def format_value_type(value: Any) -> str:
     """The type column of a parameter value: ``f32[16, 8]``, ``int``, ``string``, ``list``..."""
     if isinstance(value, Tensor):
         return _tensor_type(value.dtype, value.shape)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "list"
-    return type(value).__name__
+    return value_type(value)
 
 
 def _tensor_type(dtype: str | None, shape: Sequence[int | str] | None) -> str:
