@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from trama.errors import FormatVersionError, SchemaError, ValidationError
+from trama.errors import FormatVersionError, SchemaError, ValidationError, pointer_token
 from trama.legacy import upgrade_legacy
 from trama.model import Model, Node, Parameter, Ref, ValueFact, parent_of
 from trama.tensor import Tensor, TensorSource, check_shape
@@ -222,7 +222,7 @@ class _Decoder:
         if type(value) is not dict:
             raise SchemaError(f"must be an object of references, got {_json_type(value)}", location=where)
         ref = self.ref
-        return {port: ref(item, f"{where}/{port}") for port, item in value.items()}
+        return {port: ref(item, f"{where}/{pointer_token(port)}") for port, item in value.items()}
 
     def nodes(self, value: Any) -> list[Node]:
         if type(value) is not list:
@@ -275,7 +275,7 @@ class _Decoder:
             if type(name) is not str:
                 raise SchemaError(
                     f'a parameter slot is {{"name": string}}, got {_short(ref)}',
-                    location=f"{here}/parameters/{slot}",
+                    location=f"{here}/parameters/{pointer_token(slot)}",
                 )
             parameters[slot] = name
         output_bindings = None if bindings is None else self.ref_map(bindings, f"{here}/output_bindings")
@@ -289,7 +289,7 @@ class _Decoder:
             raise SchemaError(f"must be an object, got {_json_type(value)}", location="/parameters")
         table: dict[str, Parameter] = {}
         for name, entry in value.items():
-            where = f"/parameters/{name}"
+            where = f"/parameters/{pointer_token(name)}"
             if type(entry) is not dict or "value" not in entry or type(entry.get("learnable")) is not bool:
                 raise SchemaError(
                     f'a parameter entry is {{"value": ..., "learnable": boolean}}, got {_short(entry)}',
@@ -384,7 +384,8 @@ class _Decoder:
         for name, version in value.items():
             if type(version) is not int or version < 1:
                 raise SchemaError(
-                    f"opset version must be a positive integer, got {_short(version)}", location=f"/opsets/{name}"
+                    f"opset version must be a positive integer, got {_short(version)}",
+                    location=f"/opsets/{pointer_token(name)}",
                 )
         return value
 

@@ -19,6 +19,7 @@ __all__ = [
     "TramaError",
     "ValidationError",
     "WeightsFileError",
+    "pointer_token",
 ]
 
 
@@ -90,3 +91,8 @@ class ExportError(TramaError):
 
 class ImportModelError(TramaError):
     """A validated document could not be turned back into runtime objects."""
+
+
+def pointer_token(key: str) -> str:
+    """One JSON Pointer reference token (RFC 6901): ``~`` and ``/`` in a key are escaped."""
+    return key.replace("~", "~0").replace("/", "~1")

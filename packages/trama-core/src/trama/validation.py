@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from trama.errors import RegistryError, TramaError, ValidationError
+from trama.errors import RegistryError, TramaError, ValidationError, pointer_token
 from trama.model import INPUT, Model, Node, Ref, parent_of
 from trama.registry import OpRegistry, value_type
 from trama.tensor import Tensor
@@ -118,7 +118,7 @@ def structural_errors(model: Model) -> list[TramaError]:
             count = len(errors)
             check_ref(ref, parent, scope_inputs, "", node_id)
             if len(errors) > count:
-                errors[-1].location = f"/nodes/{i}/inputs/{_pointer_escape(port)}"
+                errors[-1].location = f"/nodes/{i}/inputs/{pointer_token(port)}"
         outputs = node.outputs
         for k, output in enumerate(outputs):
             if output not in good_names:  # skip formatting the location for names seen before
@@ -145,15 +145,19 @@ def structural_errors(model: Model) -> list[TramaError]:
         for name, ref in bindings.items():
             if ref.node == INPUT:
                 if ref.output not in node.inputs:
-                    fail(f"{ref.output!r} is not an input of this composite", f"{here}/{name}", node.id)
+                    fail(f"{ref.output!r} is not an input of this composite", f"{here}/{pointer_token(name)}", node.id)
                 continue
             found = declared.get(ref.node)
             if found is None:
-                fail(f"binds to unknown node {ref.node!r}", f"{here}/{name}", node.id)
+                fail(f"binds to unknown node {ref.node!r}", f"{here}/{pointer_token(name)}", node.id)
             elif found[1] != node.id:
-                fail(f"binds to {ref.node!r}, which is not a child of this composite", f"{here}/{name}", node.id)
+                fail(
+                    f"binds to {ref.node!r}, which is not a child of this composite",
+                    f"{here}/{pointer_token(name)}",
+                    node.id,
+                )
             elif ref.output not in found[0].outputs:
-                fail(f"node {ref.node!r} has no output {ref.output!r}", f"{here}/{name}", node.id)
+                fail(f"node {ref.node!r} has no output {ref.output!r}", f"{here}/{pointer_token(name)}", node.id)
 
     for k, ref in enumerate(model.outputs):
         if ref.node == INPUT:
@@ -167,10 +171,14 @@ def structural_errors(model: Model) -> list[TramaError]:
         for slot, key in node.parameters.items():
             check_name(slot, "slot name", node.id, i, "parameters")
             if key not in table:
-                fail(f"slot {slot!r} refers to missing parameter {key!r}", f"/nodes/{i}/parameters/{slot}", node.id)
+                fail(
+                    f"slot {slot!r} refers to missing parameter {key!r}",
+                    f"/nodes/{i}/parameters/{pointer_token(slot)}",
+                    node.id,
+                )
             referenced.add(key)
     for name in table:
-        where = f"/parameters/{_pointer_escape(name)}"
+        where = f"/parameters/{pointer_token(name)}"
         if not DOTTED_ID.match(name):
             fail(f"parameter name {name!r} is not a dotted identifier", where)
         elif name in all_ids:
@@ -263,10 +271,5 @@ def registry_errors(model: Model, registry: OpRegistry) -> list[TramaError]:
         declared_slots = {schema.name for schema in spec.parameters}
         for slot in node.parameters:
             if slot not in declared_slots:
-                fail(f"op {node.op!r} has no parameter slot {slot!r}", f"{here}/parameters/{slot}")
+                fail(f"op {node.op!r} has no parameter slot {slot!r}", f"{here}/parameters/{pointer_token(slot)}")
     return errors
-
-
-def _pointer_escape(token: str) -> str:
-    """Escape one JSON Pointer token (RFC 6901)."""
-    return token.replace("~", "~0").replace("/", "~1")
