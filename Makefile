@@ -6,7 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-PACKAGES := packages/trama-core
+# The example op pack is installed too: its tests run with the suite, and discovery finds it.
+PACKAGES := packages/trama-core examples/trama-lenses
 SOURCES := $(wildcard $(addsuffix /pyproject.toml,$(PACKAGES))) requirements/dev.txt
 
 .PHONY: setup demo test lint typecheck unit bench clean

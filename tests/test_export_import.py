@@ -360,9 +360,15 @@ def test_entry_names_never_equal_node_ids() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_import_needs_a_registry(mlp_model: trama.Model) -> None:
-    with pytest.raises(trama.ImportModelError, match="needs a registry"):
-        trama.import_model(mlp_model)
+def test_import_without_a_registry_uses_the_discovered_one(mlp_model: trama.Model) -> None:
+    from trama.plugins import PluginHost, reset_plugins
+
+    reset_plugins(PluginHost([]))  # only the core: the catalog's specs, no framework at all
+    try:
+        with pytest.raises(trama.RegistryError, match="no installed plugin implements ops for framework 'numpy'"):
+            trama.import_model(mlp_model)
+    finally:
+        reset_plugins()
 
 
 def test_import_validates_against_the_registry(mlp_model: trama.Model) -> None:

@@ -24,8 +24,9 @@ from trama.errors import (
 from trama.export import ExportContext, export_model
 from trama.importer import import_model
 from trama.model import INPUT, Model, Node, Parameter, ParameterValue, Ref, ValueFact
+from trama.opregistry import OpRegistry, OpSpec, ParameterSchema
+from trama.plugins import registry
 from trama.protocols import ExportableOp, ImportableOp, NodeFragment, Param
-from trama.registry import OpRegistry, OpSpec, ParameterSchema
 from trama.schema import json_schema
 from trama.serialization import dump, dumps, load, loads, weights_path
 from trama.tensor import Tensor
@@ -69,6 +70,7 @@ __all__ = [
     "json_schema",
     "load",
     "loads",
+    "registry",
     "validate",
     "weights_path",
 ]

@@ -1,7 +1,7 @@
 """The ``trama`` command, and the classic ``tramaschema`` and ``tramassa`` scripts.
 
 Subcommands live in one table, :data:`COMMANDS`, filled by :func:`register`; the parser is built
-from the table, so adding ``run``, ``profile``, ``plugins`` or ``ops`` later is one
+from the table, so adding ``run`` or ``profile`` later is one
 ``register(Command(...))`` call and touches nothing else here.
 
 Files given on the command line are untrusted: a malformed document is reported as one line
@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from trama.errors import TramaError
 from trama.external import make_resolver
 from trama.jsontext import ParsedText, gc_paused, parse_json
 from trama.model import Model
+from trama.opregistry import OpSpec
 from trama.schema import json_schema
 from trama.serialization import load
 from trama.ssa import to_ssa
@@ -371,6 +373,63 @@ def _with_model(path: Path, render: Callable[[Model], str]) -> int:
     return EXIT_OK
 
 
+# --- plugins and ops ------------------------------------------------------------------------
+
+
+def _run_plugins(args: argparse.Namespace) -> int:
+    """One block per plugin: distribution, version, hooks, and any load error. Exit 1 if any
+    plugin reported an error, so a CI step can catch a broken install."""
+    from trama.plugins import PluginLoadWarning, plugin_host
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PluginLoadWarning)  # shown in the listing instead
+        infos = plugin_host().plugins()
+    for info in infos:
+        print(f"{info.distribution} {info.version}  (entry point {info.name!r})")
+        print(f"  hooks: {', '.join(info.hooks) or 'none'}")
+        for error in info.errors:
+            print(f"  error: {_clip(error)}")
+    return EXIT_INVALID if any(info.errors for info in infos) else EXIT_OK
+
+
+def _ops_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--framework", help="show only whether this framework implements each op")
+
+
+def _run_ops(args: argparse.Namespace) -> int:
+    """Every op with its signature and, per installed framework, whether it is implemented."""
+    from trama.plugins import PluginLoadWarning, plugin_host
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PluginLoadWarning)
+        host = plugin_host()
+        try:
+            frameworks = [args.framework] if args.framework else host.frameworks()
+            specs = list(host.registry(None))
+            coverage = {name: {s.name for s in host.registry(name) if s.factory is not None} for name in frameworks}
+        except TramaError as exc:
+            print(f"trama ops: {_one_line(exc)}", file=sys.stderr)
+            return EXIT_INVALID
+    width = max((len(spec.name) for spec in specs), default=0)
+    header = "  ".join(frameworks)
+    print(f"{'op':<{width}}  {header}  signature" if frameworks else f"{'op':<{width}}  signature")
+    for spec in sorted(specs, key=lambda s: ("." in s.name, s.name.lower())):
+        marks = "  ".join(f"{'yes' if spec.name in coverage[f] else '-':<{len(f)}}" for f in frameworks)
+        print(f"{spec.name:<{width}}  {marks + '  ' if frameworks else ''}{_signature(spec)}")
+    return EXIT_OK
+
+
+def _signature(spec: OpSpec) -> str:
+    """``(x, other?) -> (y) {weight: tensor, bias?: tensor}`` — optional parts marked ``?``."""
+    ports = [*spec.inputs, *(f"{p}?" for p in spec.optional_inputs)]
+    if spec.variadic_inputs:
+        ports.append("...")
+    outputs = [*spec.outputs, *(["..."] if spec.variadic_outputs else [])]
+    slots = ", ".join(f"{p.name}{'?' if p.optional else ''}: {'|'.join(p.types)}" for p in spec.parameters)
+    kind = "composite " if spec.composite else ""
+    return f"{kind}({', '.join(ports)}) -> ({', '.join(outputs)})" + (f" {{{slots}}}" if slots else "")
+
+
 register(Command("schema", "print the JSON Schema of the current format", _no_arguments, _run_schema))
 register(
     Command(
@@ -385,3 +444,7 @@ register(
 )
 register(Command("ssa", "print a document as SSA text, for review", _file_argument, _run_ssa))
 register(Command("info", "summarize a document: nodes, ops, parameter sizes", _info_arguments, _run_info))
+register(Command("plugins", "list installed plugins, their hooks and load errors", _no_arguments, _run_plugins))
+register(
+    Command("ops", "list known ops, their signatures and which frameworks implement them", _ops_arguments, _run_ops)
+)

@@ -17,10 +17,13 @@ import numpy as np
 
 from trama.errors import ExportError, TramaError
 from trama.model import INPUT, Model, Node, Parameter, Ref, ValueFact
+from trama.opregistry import OpRegistry
 from trama.protocols import NodeFragment, Param
-from trama.registry import OpRegistry
 from trama.tensor import Tensor
 from trama.version import __version__
+
+#: The namespace of op names without a dot (the standard catalog's).
+CATALOG_NAMESPACE = "trama"
 
 __all__ = ["ExportContext", "export_model"]
 
@@ -222,12 +225,19 @@ def export_model(
     """Export ``module`` as the top-level node ``root`` of a new model.
 
     The model's inputs feed the root's ports of the same names; its outputs are the root's
-    outputs named in ``outputs``. When ``registry`` is given, its exporters handle objects
-    without ``to_node`` and the result is checked against its specs. The result is always
-    structurally valid: a broken exporter is reported here, not when the file is read back.
+    outputs named in ``outputs``. The registry's exporters handle objects without ``to_node``,
+    and the result is checked against its specs. Without ``registry``, the discovered one
+    (:func:`trama.registry`: every installed plugin's specs and exporters) is used, and ops it
+    does not know are left unchecked. The result is always structurally valid: a broken
+    exporter is reported here, not when the file is read back. Unless ``opsets`` is given, the
+    document records the opset version of each installed namespace its ops use.
     """
+    from trama.plugins import plugin_host
     from trama.validation import validate  # local: validation imports the model layer only
 
+    discovered = registry is None
+    if registry is None:
+        registry = plugin_host().registry(None)
     session = _ExportSession(registry)
     _export_object(session, module, root, {name: Ref(INPUT, name) for name in inputs}, list(outputs))
     nodes = [node for node in session.nodes if node is not None]
@@ -239,16 +249,22 @@ def export_model(
         nodes=nodes,
         parameters=session.parameters,
         metadata={**producer, **(metadata or {})},
-        opsets=dict(opsets or {}),
+        opsets=dict(opsets) if opsets is not None else _opsets_used(nodes, plugin_host().opsets()),
         input_facts=input_facts,
         output_facts=output_facts,
         source_format_version=None,
     )
     try:
-        validate(model, registry=registry)
+        validate(model, registry=registry, allow_unknown_ops=discovered)
     except TramaError as exc:
         raise ExportError(f"the exported model is not valid: {exc}", node_id=exc.node_id) from exc
     return model
+
+
+def _opsets_used(nodes: list[Node], known: Mapping[str, int]) -> dict[str, int]:
+    """The versions of the installed namespaces that the nodes' ops belong to."""
+    used = {node.op.rpartition(".")[0] or CATALOG_NAMESPACE for node in nodes}
+    return {namespace: known[namespace] for namespace in sorted(used) if namespace in known}
 
 
 def _rename_clashing_parameters(nodes: list[Node], table: dict[str, Parameter]) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from trama.errors import ImportModelError, RegistryError, TramaError
 from trama.model import Model, Node, Parameter
-from trama.registry import OpRegistry
+from trama.opregistry import OpRegistry
 from trama.validation import validate
 
 __all__ = ["import_model"]
@@ -18,10 +18,13 @@ def import_model(model: Model, *, registry: OpRegistry | None = None) -> Any:
     Every node's op must have a spec with a ``factory`` in ``registry``. Slots that share a
     table entry receive the same :class:`~trama.Parameter` object. Returns the object of the
     single top-level node; a document with several top-level nodes returns a dict of them by
-    id, in document order.
+    id, in document order. Without ``registry``, the discovered one (:func:`trama.registry`)
+    of the framework the document's metadata names is used, numpy when it names none.
     """
     if registry is None:
-        raise ImportModelError("import_model needs a registry: pass registry=OpRegistry(...)")
+        from trama.plugins import registry as discovered
+
+        registry = discovered(_framework_of(model))
     validate(model, registry)
     table: dict[str, Parameter] = model.parameters
     built: dict[str, Any] = {}
@@ -38,6 +41,13 @@ def import_model(model: Model, *, registry: OpRegistry | None = None) -> Any:
     if len(roots) == 1:
         return next(iter(roots.values()))
     return roots
+
+
+def _framework_of(model: Model) -> str:
+    """The framework a document names in its metadata, or numpy, the reference runtime."""
+    framework = model.metadata.get("framework")
+    name = framework.get("name") if isinstance(framework, dict) else None
+    return name if isinstance(name, str) and name else "numpy"
 
 
 def _build(node: Node, registry: OpRegistry, children: dict[str, Any], parameters: dict[str, Parameter]) -> Any:

@@ -22,7 +22,7 @@ from trama.errors import TramaError
 from trama.external import external_reference, make_resolver, write_safetensors
 from trama.jsontext import format_json, gc_paused, parse_json
 from trama.model import Model
-from trama.registry import OpRegistry
+from trama.opregistry import OpRegistry
 from trama.tensor import Tensor, base64_length, encode_base64
 from trama.validation import validate as validate_model
 

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from trama.model import Model, Node, Parameter, Ref, ValueFact
-from trama.registry import value_type
+from trama.opregistry import value_type
 from trama.tensor import Tensor
 from trama.version import FORMAT_VERSION
 

@@ -13,7 +13,7 @@ import re
 
 from trama.errors import RegistryError, TramaError, ValidationError, pointer_token
 from trama.model import INPUT, Model, Node, Ref, parent_of
-from trama.registry import OpRegistry, value_type
+from trama.opregistry import OpRegistry, value_type
 from trama.tensor import Tensor
 
 __all__ = ["DOTTED_ID", "NAME", "collect_errors", "registry_errors", "structural_errors", "validate"]
@@ -24,21 +24,24 @@ DOTTED_ID = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*\Z")
 NAME = re.compile(r"[A-Za-z0-9_]+\Z")
 
 
-def validate(model: Model, registry: OpRegistry | None = None) -> None:
+def validate(model: Model, registry: OpRegistry | None = None, *, allow_unknown_ops: bool = False) -> None:
     """Raise the first problem found (every problem is in its ``all_errors``); else return."""
-    errors = collect_errors(model, registry)
+    errors = collect_errors(model, registry, allow_unknown_ops=allow_unknown_ops)
     if errors:
         first = errors[0]
         first.all_errors = errors
         raise first
 
 
-def collect_errors(model: Model, registry: OpRegistry | None = None) -> list[TramaError]:
+def collect_errors(
+    model: Model, registry: OpRegistry | None = None, *, allow_unknown_ops: bool = False
+) -> list[TramaError]:
     """Every structural problem, then (if the structure holds and a registry is given) every
-    registry problem."""
+    registry problem. ``allow_unknown_ops`` checks only the nodes whose op the registry knows
+    (the format itself allows any op name)."""
     errors = structural_errors(model)
     if not errors and registry is not None:
-        errors = registry_errors(model, registry)
+        errors = registry_errors(model, registry, allow_unknown_ops=allow_unknown_ops)
     return errors
 
 
@@ -221,7 +224,7 @@ def _value_problem(value: object) -> str | None:
     return f"a value of type {type(value).__name__} is not a tensor, bool, int, float, string, null or list"
 
 
-def registry_errors(model: Model, registry: OpRegistry) -> list[TramaError]:
+def registry_errors(model: Model, registry: OpRegistry, *, allow_unknown_ops: bool = False) -> list[TramaError]:
     """Check every node against its op's spec and return every mismatch."""
     errors: list[TramaError] = []
     table = model.parameters
@@ -233,7 +236,8 @@ def registry_errors(model: Model, registry: OpRegistry) -> list[TramaError]:
 
         spec = registry.get(node.op)
         if spec is None:
-            fail(registry.unknown_op_message(node.op), f"{here}/op")
+            if not allow_unknown_ops:
+                fail(registry.unknown_op_message(node.op), f"{here}/op")
             continue
         if spec.composite != node.is_composite:
             kind = "a composite" if spec.composite else "a leaf"

@@ -1,4 +1,4 @@
-"""Op specifications and the registry that holds them.
+"""Op specifications and the registry that holds them (discovered ones: :func:`trama.registry`).
 
 Ops are opaque to the format: a node says ``"op": "Linear"`` and nothing more. What ``Linear``
 takes and gives, and how to build a runtime object for it, lives in an :class:`OpSpec` held by

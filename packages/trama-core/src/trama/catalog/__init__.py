@@ -1,0 +1,113 @@
+"""The standard op catalog: framework-neutral specifications of the ops that every framework
+package implements, so that a file exported from torch runs in JAX or numpy.
+
+The format itself treats op names as opaque (``docs/format.md``); this package is what gives
+the un-namespaced names (``Linear``, ``relu``, ``Sequential``) their meaning. Each spec's doc is
+the exact semantics an implementer codes against, and ``docs/ops.md`` is generated from them
+(:mod:`trama.catalog.docs`). The specs carry no factories: implementations come from framework
+packages, which pair these specs with their own factories.
+
+Ops are grouped in :data:`CATALOG_CATEGORIES`, one module each; :func:`standard_specs` is all of
+them in that order.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from trama.catalog import activations, composites, functions, layers, sequence
+from trama.catalog.sequence import RNN_MAX_LAYERS
+from trama.opregistry import OpRegistry, OpSpec
+
+__all__ = [
+    "CATALOG_CATEGORIES",
+    "CATALOG_NAMESPACE",
+    "CATALOG_OPSET",
+    "RNN_MAX_LAYERS",
+    "Category",
+    "category_of",
+    "standard_registry",
+    "standard_specs",
+]
+
+#: The namespace of the catalog's ops: documents record ``"opsets": {"trama": CATALOG_OPSET}``.
+#: Its ops are written without the prefix (``Linear``, not ``trama.Linear``).
+CATALOG_NAMESPACE = "trama"
+
+#: The catalog's version. Bump it when an op, a slot or a port is added; meanings never change
+#: within a name (``docs/ops.md``, "Versions"), so a document of opset n reads the same under any
+#: later opset.
+CATALOG_OPSET = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Category:
+    """A group of ops that docs print together, with what the group has in common."""
+
+    key: str
+    title: str
+    doc: str
+    specs: tuple[OpSpec, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(spec.name for spec in self.specs)
+
+
+#: The catalog's ops by category, in the order docs print them.
+CATALOG_CATEGORIES: tuple[Category, ...] = (
+    Category(
+        "composites",
+        "Composites",
+        "Containers whose meaning is their wiring: evaluating their children in document order computes them.",
+        composites.SPECS,
+    ),
+    Category(
+        "layers",
+        "Layers",
+        "The `torch.nn` layers with a fixed computation: dense and bilinear maps, convolutions, pooling, "
+        "normalization, embedding, dropout and shape helpers.",
+        layers.SPECS,
+    ),
+    Category(
+        "sequence",
+        "Attention and recurrent layers",
+        "Leaves holding torch's full state under its `state_dict` names (nested keys flattened with `_`), "
+        "and the encoder stack, a composite of encoder layers.",
+        sequence.SPECS,
+    ),
+    Category(
+        "activations",
+        "Activations",
+        "Each activation twice, with one meaning: the module (`ReLU`) and the function (`relu`).",
+        activations.SPECS,
+    ),
+    Category(
+        "functions",
+        "Tensor functions",
+        "The calls a tracer finds in a `forward`: arithmetic, joining, reshaping, reductions, indexing and constants.",
+        functions.SPECS,
+    ),
+)
+
+_CATEGORY_OF = {spec.name: category.key for category in CATALOG_CATEGORIES for spec in category.specs}
+
+
+@functools.cache
+def standard_specs() -> tuple[OpSpec, ...]:
+    """Every spec of the catalog, category by category (cached: the specs are immutable)."""
+    return tuple(spec for category in CATALOG_CATEGORIES for spec in category.specs)
+
+
+def standard_registry() -> OpRegistry:
+    """A fresh registry of the catalog's specs, for validating documents against the catalog.
+
+    Fresh on every call because registries are mutable (exporters, extra specs).
+    """
+    return OpRegistry(standard_specs())
+
+
+def category_of(name: str) -> str | None:
+    """The key of the category that holds op ``name``, or ``None`` if the catalog has no such op."""
+    return _CATEGORY_OF.get(name)
