@@ -40,6 +40,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     # machines whose disk writes are erratic this shows the CPU and memory cost steadily.
     "weights-tmpfs": ("bench_weights.py", ["--tmp", SHM, "--no-base64"], ["--side", "512", "--repeat", "1"]),
     "graph": ("bench_graph.py", [], ["--sizes", "10000", "20000", "--repeat", "1"]),
+    "discovery": ("bench_discovery.py", [], ["--repeat", "1"]),
 }
 
 
@@ -73,6 +74,17 @@ def summary_rows(results: dict[str, Any]) -> list[list[str]]:
             rows.append(
                 [f"graph: our load time {key}", ratio(value), f"<= {t['200k/100k']}x", verdict(value, t["200k/100k"])]
             )
+    discovery = results.get("discovery")
+    if discovery:
+        value, target = discovery["summary"]["discover_ms"], discovery["targets"]["discover_ms"]
+        rows.append(
+            [
+                f"discovery: trama.registry({discovery['framework']!r})",
+                f"{value:.1f} ms",
+                f"< {target:g} ms",
+                "met" if value < target else "MISSED",
+            ]
+        )
     return rows
 
 
