@@ -365,7 +365,7 @@ def test_import_without_a_registry_uses_the_discovered_one(mlp_model: trama.Mode
 
     reset_plugins(PluginHost([]))  # only the core: the catalog's specs, no framework at all
     try:
-        with pytest.raises(trama.RegistryError, match="no installed plugin implements ops for framework 'numpy'"):
+        with pytest.raises(trama.RegistryError, match=r"no implementation for numpy.*\(e\.g\. trama-numpy\)"):
             trama.import_model(mlp_model)
     finally:
         reset_plugins()
@@ -380,7 +380,7 @@ def test_op_without_factory(mlp_model: trama.Model) -> None:
     registry = OpRegistry(
         [OpSpec(spec.name, spec.inputs, spec.outputs, spec.parameters, spec.composite) for spec in toylayers.registry()]
     )
-    with pytest.raises(trama.RegistryError, match="has no factory") as info:
+    with pytest.raises(trama.RegistryError, match="has no implementation in this registry") as info:
         trama.import_model(mlp_model, registry=registry)
     assert info.value.node_id is not None
 

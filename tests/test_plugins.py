@@ -207,6 +207,15 @@ def test_an_unknown_framework_lists_the_known_ones() -> None:
         host.registry("mxnet")
 
 
+def test_standard_frameworks_always_have_a_registry() -> None:
+    host = PluginHost([])
+    torch_registry = host.registry("torch")
+    assert torch_registry.framework == "torch"
+    linear = torch_registry.get("Linear")
+    assert linear is not None
+    assert linear.factory is None
+
+
 def test_export_and_import_use_the_discovered_registry_when_none_is_passed(install: Any) -> None:
     install(FakeEntryPoint("acme", "trama-acme", acme_plugin()))
     model = trama.export_model(Scale(2.5), inputs=["x"], outputs=["y"])
@@ -234,8 +243,11 @@ def test_import_uses_the_framework_named_in_the_metadata(install: Any) -> None:
     install(FakeEntryPoint("acme", "trama-acme", acme_plugin(frameworks=("acme",))))
     model = trama.export_model(Scale(1.5), inputs=["x"], outputs=["y"], metadata={"framework": {"name": "acme"}})
     assert isinstance(trama.import_model(model), Scale)
-    model.metadata["framework"] = {"name": "numpy"}
-    with pytest.raises(RegistryError, match="framework 'numpy'"):
+    model.metadata["framework"] = {"name": "numpy"}  # a standard framework nobody implements here
+    with pytest.raises(RegistryError, match=r"'acme\.Scale' has no implementation for numpy"):
+        trama.import_model(model)
+    model.metadata["framework"] = {"name": "mxnet"}
+    with pytest.raises(RegistryError, match="framework 'mxnet'"):
         trama.import_model(model)
 
 

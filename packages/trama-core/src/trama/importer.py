@@ -54,8 +54,14 @@ def _build(node: Node, registry: OpRegistry, children: dict[str, Any], parameter
     spec = registry[node.op]
     factory = spec.factory
     if factory is None:
+        where = f"for {registry.framework}" if registry.framework else "in this registry"
+        hint = (
+            f"; install a package that implements it for {registry.framework} (e.g. trama-{registry.framework})"
+            if registry.framework
+            else ""
+        )
         raise RegistryError(
-            f"op {node.op!r} has no factory in this registry, so it cannot be imported", node_id=node.id
+            f"op {node.op!r} has no implementation {where}, so it cannot be imported{hint}", node_id=node.id
         )
     build = getattr(factory, "from_node", factory)
     try:

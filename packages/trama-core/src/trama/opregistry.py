@@ -114,7 +114,10 @@ class OpSpec:
 class OpRegistry:
     """A set of :class:`OpSpec` by name, plus exporters that turn framework objects into nodes."""
 
-    def __init__(self, specs: Iterable[OpSpec] = ()) -> None:
+    def __init__(self, specs: Iterable[OpSpec] = (), *, framework: str | None = None) -> None:
+        #: The framework whose implementations the factories are (``None`` for a neutral or
+        #: hand-made registry); used to say what is missing when an op has no factory.
+        self.framework = framework
         self._specs: dict[str, OpSpec] = {}
         self._exporters: list[Exporter] = []
         for spec in specs:
@@ -164,4 +167,5 @@ class OpRegistry:
         return sorted(self._specs)
 
     def __repr__(self) -> str:
-        return f"OpRegistry({len(self._specs)} ops, {len(self._exporters)} exporters)"
+        framework = f", framework {self.framework!r}" if self.framework else ""
+        return f"OpRegistry({len(self._specs)} ops, {len(self._exporters)} exporters{framework})"

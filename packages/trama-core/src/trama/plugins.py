@@ -41,6 +41,9 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "trama"
 _HOOK_NAMES = frozenset(name for name in hookspecs.__all__ if name.startswith("trama_"))
+#: Frameworks that always have a registry, implemented or not, so that asking for one before its
+#: package is installed says which op lacks an implementation rather than that the name is unknown.
+STANDARD_FRAMEWORKS = ("numpy", "torch", "jax")
 #: Op names without a namespace belong to the standard catalog, shipped by this distribution.
 CORE_DISTRIBUTION = "trama"
 
@@ -235,7 +238,7 @@ class PluginHost:
 
     def _build_registry(self, framework: str | None) -> OpRegistry:
         specs = self._all_specs()
-        if framework is not None and framework not in self.frameworks():
+        if framework is not None and framework not in self.frameworks() and framework not in STANDARD_FRAMEWORKS:
             known = ", ".join(self.frameworks()) or "none: install a framework package such as trama-torch"
             raise RegistryError(f"no installed plugin implements ops for framework {framework!r} (known: {known})")
         factories: dict[str, tuple[Any, str]] = {}
@@ -255,8 +258,11 @@ class PluginHost:
         if problems:
             raise RegistryError("; ".join(problems))
         result = OpRegistry(
-            dataclasses.replace(spec, factory=factories[name][0] if name in factories else None)
-            for name, (spec, _) in specs.items()
+            (
+                dataclasses.replace(spec, factory=factories[name][0] if name in factories else None)
+                for name, (spec, _) in specs.items()
+            ),
+            framework=framework,
         )
         frameworks = [framework] if framework is not None else self.frameworks()
         for plugin in self._plugins:
