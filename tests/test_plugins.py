@@ -60,8 +60,8 @@ def export_scale(obj: Any, ctx: trama.ExportContext) -> NodeFragment | None:
     return NodeFragment(op="acme.Scale", outputs=["y"], parameters={"factor": obj.factor})
 
 
-def acme_plugin(spec: OpSpec | None = None, frameworks: Sequence[str] = ("numpy",)) -> Any:
-    """A plugin module with every hook, for the 'acme' namespace."""
+def acme_plugin(spec: OpSpec | None = None, frameworks: Sequence[str] = ("numpy",), *, owner: bool = True) -> Any:
+    """A plugin module with every hook, for the 'acme' namespace (declared only if ``owner``)."""
 
     @hookimpl
     def trama_op_specs() -> Sequence[OpSpec]:
@@ -69,7 +69,7 @@ def acme_plugin(spec: OpSpec | None = None, frameworks: Sequence[str] = ("numpy"
 
     @hookimpl
     def trama_opsets() -> Mapping[str, int]:
-        return {"acme": 3}
+        return {"acme": 3} if owner else {}
 
     @hookimpl
     def trama_frameworks() -> Sequence[str]:
@@ -140,8 +140,8 @@ def test_a_plugin_that_fails_to_import_is_reported_and_the_others_still_load() -
 def test_two_distributions_specifying_one_op_differently_is_an_error_naming_both() -> None:
     host = PluginHost(
         [
-            FakeEntryPoint("acme", "trama-acme", acme_plugin()),
-            FakeEntryPoint("other", "trama-other", acme_plugin(scale_spec(factor_type="int"))),
+            FakeEntryPoint("acme", "trama-acme", acme_plugin(owner=False)),  # nobody owns 'acme'
+            FakeEntryPoint("other", "trama-other", acme_plugin(scale_spec(factor_type="int"), owner=False)),
         ],
         include_core=False,
     )
@@ -151,7 +151,10 @@ def test_two_distributions_specifying_one_op_differently_is_an_error_naming_both
 
 def test_two_distributions_agreeing_on_a_spec_is_fine() -> None:
     host = PluginHost(
-        [FakeEntryPoint("acme", "trama-acme", acme_plugin()), FakeEntryPoint("again", "trama-again", acme_plugin())],
+        [
+            FakeEntryPoint("acme", "trama-acme", acme_plugin(owner=False)),
+            FakeEntryPoint("again", "trama-again", acme_plugin(owner=False)),
+        ],
         include_core=False,
     )
     with pytest.raises(RegistryError, match="implemented for numpy by both 'trama-acme' and 'trama-again'"):
@@ -164,7 +167,8 @@ def test_third_party_names_must_be_namespaced() -> None:
     host = PluginHost([FakeEntryPoint("acme", "trama-acme", plugin)], include_core=False)
     with pytest.warns(PluginLoadWarning, match="op 'Scale' refused: names without a namespace belong to"):
         assert "Scale" not in host.registry(None)
-    (info,) = host.plugins()
+    with pytest.warns(PluginLoadWarning, match="implements 'acme.Scale' for numpy, but no plugin specifies that op"):
+        (info,) = host.plugins()
     assert any("'Scale' refused" in error for error in info.errors)
 
 
@@ -320,10 +324,38 @@ def test_trama_plugins_reports_conflicting_specs_instead_of_crashing(
     install: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     install(
-        FakeEntryPoint("acme", "trama-acme", acme_plugin()),
-        FakeEntryPoint("other", "trama-other", acme_plugin(scale_spec(factor_type="int"))),
+        FakeEntryPoint("acme", "trama-acme", acme_plugin(owner=False)),  # nobody owns 'acme'
+        FakeEntryPoint("other", "trama-other", acme_plugin(scale_spec(factor_type="int"), owner=False)),
         include_core=False,
     )
     assert main(["plugins"]) == 1
     out = capsys.readouterr().out
     assert "error: op 'acme.Scale' is specified differently by 'trama-acme' and 'trama-other'" in out
+
+
+def test_ops_in_a_namespace_belong_to_its_owner() -> None:
+    host = PluginHost(
+        [
+            FakeEntryPoint("acme", "trama-acme", acme_plugin()),
+            FakeEntryPoint("squat", "trama-squat", acme_plugin(scale_spec(factor_type="int"), frameworks=())),
+        ],
+        include_core=False,
+    )
+    with pytest.warns(PluginLoadWarning) as caught:
+        spec = host.registry(None).get("acme.Scale")
+    assert spec is not None
+    assert spec.parameters[0].types == ("float",)  # the owner's, not the squatter's
+    assert any(
+        "op 'acme.Scale' refused: the namespace 'acme' belongs to 'trama-acme'" in str(w.message) for w in caught
+    )
+
+
+def test_trama_plugins_reports_errors_of_every_hook(install: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    install(
+        FakeEntryPoint("acme", "trama-acme", acme_plugin(owner=False)),
+        FakeEntryPoint("again", "trama-again", acme_plugin(owner=False)),
+        include_core=False,
+    )
+    assert main(["plugins"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("implemented for numpy by both 'trama-acme' and 'trama-again'") == 2  # under each of the two

@@ -87,7 +87,9 @@ class PluginHost:
         self._specs: dict[str, tuple[OpSpec, str]] | None = None
         self._frameworks: list[str] | None = None
         self._opsets: dict[str, int] | None = None
-        self._conflict = ""
+        self._namespace_owners: dict[str, str] = {}
+        self._conflicts: set[str] = set()  # registry-wide errors, kept for `trama plugins`
+        self._spec_error: RegistryError | None = None
         self._lock = threading.RLock()
         if include_core:
             from trama.catalog import plugin as core_plugin
@@ -148,16 +150,17 @@ class PluginHost:
 
     def plugins(self) -> list[PluginInfo]:
         """Every plugin with the hooks it implements and any error, in load order."""
-        try:
-            self._all_specs()  # surfaces refused specs in the plugins' errors
-        except RegistryError as exc:
-            self._conflict = str(exc.message)
+        # Exercise every hook once, so that what each plugin got wrong is in its errors.
+        for framework in (None, *self.frameworks()):
+            try:
+                self.registry(framework)
+            except RegistryError as exc:
+                self._conflicts.add(str(exc.message))
         infos = []
         for plugin in self._plugins:
             hooks = tuple(sorted(set(self._hook_names(plugin)) & _HOOK_NAMES))
             errors = list(plugin.errors)
-            if self._conflict and repr(plugin.distribution) in self._conflict:
-                errors.append(self._conflict)
+            errors.extend(c for c in sorted(self._conflicts) if repr(plugin.distribution) in c)
             infos.append(PluginInfo(plugin.name, plugin.distribution, plugin.version, hooks, tuple(errors)))
         return infos
 
@@ -178,7 +181,7 @@ class PluginHost:
             owners: dict[str, str] = {}
             for plugin in self._plugins:
                 for namespace, version in (self._call(plugin, "trama_opsets") or {}).items():
-                    owner = owners.setdefault(namespace, plugin.distribution)
+                    owner = owners.get(namespace, plugin.distribution)
                     if owner != plugin.distribution:
                         plugin.errors.append(f"opset {namespace!r} refused: it belongs to {owner!r}")
                         _warn(plugin, plugin.errors[-1])
@@ -186,17 +189,27 @@ class PluginHost:
                         plugin.errors.append(f"opset {namespace!r} refused: version {version!r} is not a positive int")
                         _warn(plugin, plugin.errors[-1])
                     else:
+                        owners[namespace] = plugin.distribution
                         versions[namespace] = version
             self._opsets = versions
+            self._namespace_owners = owners
         return dict(self._opsets)
 
     def _all_specs(self) -> dict[str, tuple[OpSpec, str]]:
         """Every plugin's specs by name, with the distribution that gave each."""
+        if self._spec_error is not None:  # collected once: its hooks are not called again
+            raise self._spec_error
         if self._specs is None:
-            self._specs = self._collect_specs()
+            try:
+                self._specs = self._collect_specs()
+            except RegistryError as exc:
+                self._spec_error = exc
+                raise
         return self._specs
 
     def _collect_specs(self) -> dict[str, tuple[OpSpec, str]]:
+        self.opsets()  # namespace owners
+        owners = self._namespace_owners
         specs: dict[str, tuple[OpSpec, str]] = {}
         conflicts: list[str] = []
         for plugin in self._plugins:
@@ -210,6 +223,12 @@ class PluginHost:
                         f"op {spec.name!r} refused: names without a namespace belong to the standard "
                         "catalog; name it '<namespace>.<Op>'"
                     )
+                    _warn(plugin, plugin.errors[-1])
+                    continue
+                namespace = spec.name.rpartition(".")[0]
+                owner = owners.get(namespace, plugin.distribution) if namespace else plugin.distribution
+                if owner != plugin.distribution:
+                    plugin.errors.append(f"op {spec.name!r} refused: the namespace {namespace!r} belongs to {owner!r}")
                     _warn(plugin, plugin.errors[-1])
                     continue
                 spec = dataclasses.replace(spec, factory=None)
