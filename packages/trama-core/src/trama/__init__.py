@@ -10,11 +10,13 @@ The quick start::
 """
 
 from trama.errors import (
+    ExecutionError,
     ExportError,
     FormatVersionError,
     ImportModelError,
     JSONError,
     RegistryError,
+    RuntimeNotFoundError,
     SchemaError,
     TensorDataError,
     TramaError,
@@ -27,6 +29,7 @@ from trama.model import INPUT, Model, Node, Parameter, ParameterValue, Ref, Valu
 from trama.opregistry import OpRegistry, OpSpec, ParameterSchema
 from trama.plugins import registry
 from trama.protocols import ExportableOp, ImportableOp, NodeFragment, Param
+from trama.runtime import FrozenState, Runnable, Runtime, State, runtime_for_name, runtimes
 from trama.schema import json_schema
 from trama.serialization import dump, dumps, load, loads, weights_path
 from trama.tensor import Tensor
@@ -36,10 +39,12 @@ from trama.version import FORMAT_VERSION, __version__
 __all__ = [
     "FORMAT_VERSION",
     "INPUT",
+    "ExecutionError",
     "ExportContext",
     "ExportError",
     "ExportableOp",
     "FormatVersionError",
+    "FrozenState",
     "ImportModelError",
     "ImportableOp",
     "JSONError",
@@ -54,7 +59,11 @@ __all__ = [
     "ParameterValue",
     "Ref",
     "RegistryError",
+    "Runnable",
+    "Runtime",
+    "RuntimeNotFoundError",
     "SchemaError",
+    "State",
     "Tensor",
     "TensorDataError",
     "TramaError",
@@ -71,6 +80,8 @@ __all__ = [
     "load",
     "loads",
     "registry",
+    "runtime_for_name",
+    "runtimes",
     "validate",
     "weights_path",
 ]

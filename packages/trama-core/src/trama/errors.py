@@ -9,11 +9,13 @@ document, RFC 6901) and, when a node is involved, ``node_id``.
 from __future__ import annotations
 
 __all__ = [
+    "ExecutionError",
     "ExportError",
     "FormatVersionError",
     "ImportModelError",
     "JSONError",
     "RegistryError",
+    "RuntimeNotFoundError",
     "SchemaError",
     "TensorDataError",
     "TramaError",
@@ -91,6 +93,14 @@ class ExportError(TramaError):
 
 class ImportModelError(TramaError):
     """A validated document could not be turned back into runtime objects."""
+
+
+class RuntimeNotFoundError(TramaError):
+    """No runtime of that name is registered, or it is not available on this machine."""
+
+
+class ExecutionError(TramaError):
+    """Running a prepared model failed: wrong inputs, or a node's computation raised."""
 
 
 def pointer_token(key: str) -> str:

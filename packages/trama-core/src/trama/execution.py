@@ -1,0 +1,210 @@
+"""Running a model from its wiring: the execution plan shared by graph-walking runtimes.
+
+Preparing a model flattens its tree once. Every reference is resolved through composite
+bindings and scope inputs down to the leaf output (or model input) that produces the value, and
+each value gets a slot number. The leaves are then ordered by their data dependencies. Running
+is a single loop over that list: read input slots, call the kernel, write output slots. No
+composite is visited at run time, so a traced custom module needs no class of its own to run,
+and the walk costs a few microseconds per leaf.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trama.errors import ExecutionError, RegistryError, TramaError
+from trama.kernels import StatefulKernel
+from trama.model import INPUT, Model, Node, Ref
+from trama.opregistry import OpRegistry
+
+__all__ = ["ExecutionPlan", "Step", "build_plan"]
+
+
+@dataclass(slots=True)
+class Step:
+    """One leaf node: its kernel, where its inputs come from and where its outputs go."""
+
+    node: Node
+    kernel: Any
+    inputs: tuple[tuple[str, int], ...]
+    outputs: tuple[tuple[str, int], ...]
+    stateful: bool
+
+
+@dataclass(slots=True)
+class ExecutionPlan:
+    """The flattened model: steps in dependency order over numbered value slots."""
+
+    model: Model
+    steps: list[Step]
+    slot_count: int
+    input_slots: list[int]
+    output_slots: list[int]
+    #: Which slot each leaf output and model input landed in, for profiling and debugging.
+    slot_names: list[str] = field(default_factory=list)
+
+    def initial_states(self) -> dict[str, Any]:
+        """The state of every stateful kernel before any input."""
+        return {step.node.id: step.kernel.initial_state() for step in self.steps if step.stateful}
+
+    def run(
+        self,
+        inputs: Sequence[Any],
+        states: dict[str, Any] | None = None,
+        *,
+        timer: Callable[[Step, float], None] | None = None,
+    ) -> list[Any]:
+        """Compute the outputs. Stateful kernels read and update ``states`` (by node id); with
+        ``states=None`` they start from their initial state and the final one is dropped."""
+        values: list[Any] = [None] * self.slot_count
+        for slot, value in zip(self.input_slots, inputs, strict=True):
+            values[slot] = value
+        clock = time.perf_counter
+        for step in self.steps:
+            arguments = {port: values[slot] for port, slot in step.inputs}
+            started = clock() if timer is not None else 0.0
+            try:
+                if step.stateful:
+                    state = states.get(step.node.id) if states is not None else None
+                    if state is None and (states is None or step.node.id not in states):
+                        state = step.kernel.initial_state()
+                    results, new_state = step.kernel.step(arguments, state)
+                    if states is not None:
+                        states[step.node.id] = new_state
+                else:
+                    results = step.kernel(arguments)
+            except TramaError:
+                raise
+            except Exception as exc:
+                raise ExecutionError(
+                    f"{step.node.op} failed: {type(exc).__name__}: {exc}", node_id=step.node.id
+                ) from exc
+            if timer is not None:
+                timer(step, clock() - started)
+            for name, slot in step.outputs:
+                try:
+                    values[slot] = results[name]
+                except (KeyError, TypeError):
+                    raise ExecutionError(
+                        f"the {step.node.op} kernel did not return output {name!r}", node_id=step.node.id
+                    ) from None
+        return [values[slot] for slot in self.output_slots]
+
+
+def build_plan(
+    model: Model, registry: OpRegistry, *, build_kernel: Callable[[Node, Any], Any] | None = None
+) -> ExecutionPlan:
+    """Resolve the wiring of a (validated) model and build every leaf's kernel.
+
+    ``build_kernel(node, factory)`` lets a runtime wrap kernel construction (to place it on a
+    device, say); by default the factory is called with the node and its parameters.
+    """
+    by_id = {node.id: node for node in model.nodes}
+    leaves = [node for node in model.nodes if node.output_bindings is None]
+    slots: dict[tuple[str, str], int] = {}
+    slot_names: list[str] = []
+
+    def new_slot(key: tuple[str, str], name: str) -> int:
+        slots[key] = len(slot_names)
+        slot_names.append(name)
+        return slots[key]
+
+    input_slots = [new_slot((INPUT, name), f"%{name}") for name in model.inputs]
+    for leaf in leaves:
+        for output in leaf.outputs:
+            new_slot((leaf.id, output), f"{leaf.id}.{output}")
+
+    resolved: dict[tuple[str | None, str, str], int] = {}
+
+    def resolve(ref: Ref, scope: str | None) -> int:
+        """The slot of the value ``ref`` (seen from ``scope``) denotes, through bindings."""
+        key = (scope, ref.node, ref.output)
+        if key in resolved:
+            return resolved[key]
+        chain: list[tuple[str | None, str, str]] = []
+        while True:
+            chain.append((scope, ref.node, ref.output))
+            if ref.node == INPUT:
+                if scope is None:
+                    slot = slots[(INPUT, ref.output)]
+                    break
+                composite = by_id[scope]
+                ref, scope = composite.inputs[ref.output], composite.parent
+            else:
+                target = by_id[ref.node]
+                if target.output_bindings is None:
+                    slot = slots[(target.id, ref.output)]
+                    break
+                ref, scope = target.output_bindings[ref.output], target.id
+            if (scope, ref.node, ref.output) in resolved:
+                slot = resolved[(scope, ref.node, ref.output)]
+                break
+        for item in chain:
+            resolved[item] = slot
+        return slot
+
+    table = model.parameters
+    steps: list[Step] = []
+    producer: dict[int, int] = {}
+    for leaf in leaves:
+        spec = registry.get(leaf.op)
+        factory = spec.factory if spec is not None else None
+        if factory is None:
+            where = f"for {registry.framework}" if registry.framework else "in this registry"
+            raise RegistryError(f"op {leaf.op!r} has no implementation {where}", node_id=leaf.id)
+        parameters = {slot: table[key] for slot, key in leaf.parameters.items()}
+        if build_kernel is not None:
+            kernel = build_kernel(leaf, factory)
+        else:
+            build = getattr(factory, "from_node", factory)
+            try:
+                kernel = build(leaf, children={}, parameters=parameters)
+            except TramaError:
+                raise
+            except Exception as exc:
+                raise RegistryError(
+                    f"building the {leaf.op} kernel failed: {type(exc).__name__}: {exc}", node_id=leaf.id
+                ) from exc
+        step = Step(
+            node=leaf,
+            kernel=kernel,
+            inputs=tuple((port, resolve(ref, leaf.parent)) for port, ref in leaf.inputs.items()),
+            outputs=tuple((output, slots[(leaf.id, output)]) for output in leaf.outputs),
+            stateful=isinstance(kernel, StatefulKernel),
+        )
+        for _, slot in step.outputs:
+            producer[slot] = len(steps)
+        steps.append(step)
+    output_slots = [resolve(ref, None) for ref in model.outputs]
+    return ExecutionPlan(
+        model, _dependency_order(steps, producer), len(slot_names), input_slots, output_slots, slot_names
+    )
+
+
+def _dependency_order(steps: list[Step], producer: Mapping[int, int]) -> list[Step]:
+    """Steps ordered so that each runs after the steps producing its inputs; among ready steps,
+    document order. (Document order alone is not enough: a sibling's subtree may come later.)"""
+    waiting = [0] * len(steps)
+    consumers: list[list[int]] = [[] for _ in steps]
+    for index, step in enumerate(steps):
+        sources = {producer[slot] for _, slot in step.inputs if slot in producer}
+        waiting[index] = len(sources)
+        for source in sources:
+            consumers[source].append(index)
+    ready = [index for index, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    order: list[Step] = []
+    while ready:
+        index = heapq.heappop(ready)
+        order.append(steps[index])
+        for consumer in consumers[index]:
+            waiting[consumer] -= 1
+            if waiting[consumer] == 0:
+                heapq.heappush(ready, consumer)
+    if len(order) != len(steps):  # pragma: no cover - validation rules out cycles
+        raise ExecutionError("the model's wiring has a cycle")
+    return order
