@@ -430,6 +430,128 @@ def _signature(spec: OpSpec) -> str:
     return f"{kind}({', '.join(ports)}) -> ({', '.join(outputs)})" + (f" {{{slots}}}" if slots else "")
 
 
+# --- run and profile -----------------------------------------------------------------------
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    _file_argument(parser)
+    parser.add_argument(
+        "--runtime", default="default", help="runtime name (default: %(default)s; see trama.runtimes())"
+    )
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy",
+        help="one model input from a .npy file (repeat for each input)",
+    )
+
+
+def _run_run_arguments(parser: argparse.ArgumentParser) -> None:
+    _run_arguments(parser)
+    parser.add_argument("--output", type=Path, help="write the outputs to this .npz file instead of printing shapes")
+
+
+def _profile_arguments(parser: argparse.ArgumentParser) -> None:
+    _run_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the raw profile as JSON")
+
+
+def _prepared(args: argparse.Namespace) -> tuple[Any, dict[str, np.ndarray]] | None:
+    """Load, prepare and read the inputs; report a problem as one line and return None."""
+    from trama.runtime import runtime_for_name
+
+    try:
+        inputs = _read_inputs(args.input)
+        model = load(args.file)
+        runnable = runtime_for_name(args.runtime).prepare(model)
+    except TramaError as exc:
+        print(f"{args.file}: {_one_line(exc)}", file=sys.stderr)
+        return None
+    return runnable, inputs
+
+
+def _read_inputs(specs: list[str]) -> dict[str, np.ndarray]:
+    """``NAME=FILE.npy`` arguments as arrays (never unpickling: a file runs no code)."""
+    inputs: dict[str, np.ndarray] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise TramaError(f"--input takes NAME=FILE.npy, got {spec!r}")
+        try:
+            inputs[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise TramaError(f"cannot read input {name!r} from {path!r}: {exc}") from None
+    return inputs
+
+
+def _run_run(args: argparse.Namespace) -> int:
+    prepared = _prepared(args)
+    if prepared is None:
+        return EXIT_INVALID
+    runnable, inputs = prepared
+    try:
+        outputs = runnable.run(inputs)
+    except TramaError as exc:
+        print(f"{args.file}: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_INVALID
+    names = [f"{ref.node}.{ref.output}" for ref in runnable.model.outputs]
+    arrays = {name: np.asarray(value) for name, value in zip(names, outputs, strict=True)}
+    if args.output is not None:
+        from trama.serialization import atomic_file
+
+        savez: Any = np.savez  # its stub types **arrays as its own keyword flags
+        with atomic_file(args.output) as handle:
+            savez(handle, **arrays)
+        print(f"wrote {len(arrays)} output(s) to {args.output}")
+        return EXIT_OK
+    for name, array in arrays.items():
+        print(f"{name}: {array.dtype}{list(array.shape)}")
+    return EXIT_OK
+
+
+def _run_profile(args: argparse.Namespace) -> int:
+    prepared = _prepared(args)
+    if prepared is None:
+        return EXIT_INVALID
+    runnable, inputs = prepared
+    try:
+        profile = runnable.profile_json(inputs)
+    except TramaError as exc:
+        print(f"{args.file}: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.json:
+        print(json.dumps(profile, indent=2))
+        return EXIT_OK
+    rows = []
+    for row in profile["nodes"]:
+        depth = row["id"].count(".")
+        macs = "" if row["macs"] is None else f"{row['macs']:,}"
+        rows.append(
+            (
+                "  " * depth + row["id"].rpartition(".")[2],
+                row["op"],
+                str(row["calls"]),
+                f"{1000 * row['seconds']:.3f}",
+                f"{row['parameters']:,}",
+                macs,
+            )
+        )
+    total = profile["total"]
+    headers = ("node", "op", "calls", "ms", "parameters", "multiply-adds")
+    widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
+    for row_text in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row_text, widths, strict=True)).rstrip())
+    complete = "" if total["macs_complete"] else " (ops without a rule not counted)"
+    print(
+        f"\ntotal: {1000 * total['seconds']:.3f} ms ({1000 * total['node_seconds']:.3f} ms in nodes), "
+        f"{total['parameters']:,} parameters ({total['parameter_bytes']:,} bytes), "
+        f"{total['macs']:,} multiply-adds{complete}; runtime {profile['runtime']}"
+    )
+    return EXIT_OK
+
+
 register(Command("schema", "print the JSON Schema of the current format", _no_arguments, _run_schema))
 register(
     Command(
@@ -444,6 +566,12 @@ register(
 )
 register(Command("ssa", "print a document as SSA text, for review", _file_argument, _run_ssa))
 register(Command("info", "summarize a document: nodes, ops, parameter sizes", _info_arguments, _run_info))
+register(Command("run", "run a document on a runtime and print or save its outputs", _run_run_arguments, _run_run))
+register(
+    Command(
+        "profile", "run once and show time, parameters and multiply-adds per node", _profile_arguments, _run_profile
+    )
+)
 register(Command("plugins", "list installed plugins, their hooks and load errors", _no_arguments, _run_plugins))
 register(
     Command("ops", "list known ops, their signatures and which frameworks implement them", _ops_arguments, _run_ops)

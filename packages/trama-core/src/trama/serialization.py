@@ -26,7 +26,7 @@ from trama.opregistry import OpRegistry
 from trama.tensor import Tensor, base64_length, encode_base64
 from trama.validation import validate as validate_model
 
-__all__ = ["dump", "dumps", "load", "loads", "weights_path"]
+__all__ = ["atomic_file", "dump", "dumps", "load", "loads", "weights_path"]
 
 PathLike = str | os.PathLike[str]
 
@@ -104,7 +104,7 @@ def dump(model: Model, path: PathLike, *, weights: Literal["inline", "external"]
     validate_model(model)
     file = Path(path)
     if weights == "inline":
-        with _atomic(file) as handle:
+        with atomic_file(file) as handle:
             _write_inline(model, handle)
     elif weights == "external":
         _dump_external(model, file)
@@ -149,7 +149,7 @@ def _dump_external(model: Model, file: Path) -> None:
     target = weights_path(file)
     arrays = {name: entry.value.numpy() for name, entry in model.parameters.items() if isinstance(entry.value, Tensor)}
     sums: dict[str, str] = {}
-    with _atomic(target, commit=False) as weights_handle:
+    with atomic_file(target, commit=False) as weights_handle:
         sums.update(write_safetensors(weights_handle, arrays))
     weights_tmp = Path(weights_handle.name)
     try:
@@ -159,7 +159,7 @@ def _dump_external(model: Model, file: Path) -> None:
             return external_reference(relative, name, tensor, sums)
 
         text = format_json(encode_document(model, reference))
-        with _atomic(file, commit=False) as doc_handle:
+        with atomic_file(file, commit=False) as doc_handle:
             doc_handle.write(_utf8(text))
         # Both files are complete on disk; swap them in, weights first. A reader that catches
         # the instant between the two sees the old document with new weights, which the
@@ -173,7 +173,7 @@ def _dump_external(model: Model, file: Path) -> None:
 
 
 @contextmanager
-def _atomic(path: Path, *, commit: bool = True) -> Iterator[BinaryIO]:
+def atomic_file(path: Path, *, commit: bool = True) -> Iterator[BinaryIO]:
     """A temporary file beside ``path``; on success it is synced and (if ``commit``) moved
     over ``path``. On failure it is removed and ``path`` is untouched."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
