@@ -41,6 +41,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "weights-tmpfs": ("bench_weights.py", ["--tmp", SHM, "--no-base64"], ["--side", "512", "--repeat", "1"]),
     "graph": ("bench_graph.py", [], ["--sizes", "10000", "20000", "--repeat", "1"]),
     "discovery": ("bench_discovery.py", [], ["--repeat", "1"]),
+    "runtime": ("bench_runtime.py", [], ["--repeat", "1", "--number", "5"]),
 }
 
 
@@ -85,6 +86,18 @@ def summary_rows(results: dict[str, Any]) -> list[list[str]]:
                 "met" if value < target else "MISSED",
             ]
         )
+    runtime = results.get("runtime")
+    if runtime:
+        value, target = runtime["summary"]["ratio"], runtime["targets"]["ratio"]
+        rows.append(
+            [
+                "runtime: numpy run() / hand-written numpy, 12-layer MLP",
+                ratio(value),
+                f"<= {target}x",
+                verdict(value, target),
+            ]
+        )
+        rows.append(["runtime: graph walk per call", f"{1e6 * runtime['summary']['walk_s']:.1f} us", "", ""])
     return rows
 
 

@@ -76,8 +76,10 @@ def weight(name: str, doc: str, *, optional: bool = False) -> ParameterSchema:
     """Learned state (a torch ``Parameter``): a tensor entry, normally ``learnable=True``.
 
     The flag is not enforced: a frozen weight (``requires_grad=False``) is exported as
-    ``learnable=False`` and is still that op's weight."""
-    return ParameterSchema(name, ("tensor",), optional=optional, learnable=None, doc=prose(doc))
+    ``learnable=False`` and is still that op's weight. An optional weight may also be present
+    with the value ``null``, meaning absent, as trama 0.2 exporters wrote ``bias=None``."""
+    types = ("tensor", "null") if optional else ("tensor",)
+    return ParameterSchema(name, types, optional=optional, learnable=None, doc=prose(doc))
 
 
 def buffer(name: str, doc: str, *, optional: bool = True) -> ParameterSchema:

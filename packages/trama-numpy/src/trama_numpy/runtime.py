@@ -1,0 +1,30 @@
+"""The numpy runtime: the reference, on the CPU, and the embedded ``"default"``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from trama.runtime import GraphRuntime
+
+__all__ = ["NumpyRuntime"]
+
+
+class NumpyRuntime(GraphRuntime):
+    """Runs every leaf with trama-numpy's kernels; inputs become numpy arrays (a framework's
+    tensor is converted through ``numpy.asarray``, so a CPU torch tensor works as it is)."""
+
+    framework = "numpy"
+    device = "cpu"
+    aliases = ("default",)
+
+    def name(self) -> str:
+        return "numpy"  # one device, so no ":cpu"
+
+    def convert_input(self, value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return value
+        detach = getattr(value, "detach", None)  # a torch tensor: leave autograd and the GPU
+        if callable(detach):
+            value = detach().cpu()
+        return np.asarray(value)
