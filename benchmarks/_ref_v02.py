@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import trama
 from _common import Probe, fingerprint
+
+import trama
 
 if trama.__version__ != "0.2.0":
     sys.exit(f"_ref_v02.py needs trama 0.2.0 (the reference interpreter), got {trama.__version__}")

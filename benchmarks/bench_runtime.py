@@ -22,8 +22,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "demo"))
 
 import toylayers
-import trama
 from _common import describe_machine, machine_info, table, write_json
+
+import trama
 
 TARGET = 1.1
 

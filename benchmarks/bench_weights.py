@@ -173,6 +173,7 @@ def worker_load(case: str, folder: Path) -> None:
 def worker_profile(case: str, folder: Path, count: int, side: int) -> None:
     import numpy  # noqa: F401 - imports are not what we profile
     import safetensors.numpy  # noqa: F401
+
     import trama  # noqa: F401
 
     inputs = [make_arrays(count, side)]  # popped by the dump, so that the load runs without them

@@ -15,6 +15,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 import toylayers
+
 import trama
 from trama.ssa import to_ssa
 from trama.summary import render_summary, summarize

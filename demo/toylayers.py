@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
 import trama
 from trama import NodeFragment, OpRegistry, OpSpec, Param, Parameter, ParameterSchema
 

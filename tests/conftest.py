@@ -28,6 +28,7 @@ if str(DEMO) not in sys.path:
     sys.path.insert(0, str(DEMO))
 
 import toylayers  # noqa: E402
+
 import trama  # noqa: E402
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 import trama
 import trama.serialization
 from trama import Model, Node, Parameter, Ref, Tensor

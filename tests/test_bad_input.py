@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 import trama
 from trama import (
     FormatVersionError,

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 import toylayers
+
 import trama
 from trama import INPUT, Model, Node, OpSpec, Parameter, ParameterSchema, Ref, Tensor
 from trama.catalog import (

@@ -12,6 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 import toylayers  # lives in demo/, which tests/conftest.py puts on sys.path
+
 import trama
 from trama import Model
 from trama.cli import COMMANDS, Command, main, register, schema_main, ssa_main

@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-import trama
 from test_runtime import FakeRuntime, mlp_model
+
+import trama
 from trama.cli import main
 from trama.hookspecs import hookimpl
 from trama.plugins import PluginHost, reset_plugins

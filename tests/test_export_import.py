@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 import toylayers
+
 import trama
 from trama import ExportError, NodeFragment, OpRegistry, OpSpec, Param, ParameterSchema
 

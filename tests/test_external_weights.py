@@ -15,8 +15,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 import safetensors.numpy
-import trama
 import xxhash
+
+import trama
 from trama import NodeFragment, Param
 
 ARRAYS: dict[str, np.ndarray] = {

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 import trama
 import trama.serialization
 from trama import JSONError, Model, Node, Parameter, Ref, Tensor, TramaError

@@ -18,6 +18,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
+
 import trama
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "legacy"

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 import trama
 from trama import NodeFragment, OpSpec, ParameterSchema, RegistryError
 from trama.cli import main

@@ -20,9 +20,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
-import trama
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+
+import trama
 from trama import NodeFragment, OpRegistry, OpSpec, Param, ParameterSchema
 
 SLOTS = tuple(f"p{k}" for k in range(6))

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from trama import INPUT, Model, Node, OpRegistry, OpSpec, Parameter, ParameterSchema, Ref, Tensor, ValueFact
 from trama.errors import ExecutionError
 from trama.runtime import GraphRuntime

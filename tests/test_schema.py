@@ -13,8 +13,9 @@ import jsonschema
 import ml_dtypes
 import numpy as np
 import pytest
-import trama
 from jsonschema import Draft202012Validator
+
+import trama
 from trama import NodeFragment, Param, ValueFact
 
 LEGACY = sorted((Path(__file__).resolve().parent / "fixtures" / "legacy").glob("v0_*/*.trama.json"))

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import toylayers  # lives in demo/, which tests/conftest.py puts on sys.path
+
 import trama
 from trama import INPUT, Model, Node, Parameter, ParameterValue, Ref, Tensor, ValueFact
 from trama.ssa import format_ref, format_value_type, to_ssa

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import toylayers  # lives in demo/, which tests/conftest.py puts on sys.path
+
 import trama
 from trama import INPUT, Model, Node, Parameter, Ref, Tensor, ValueFact
 from trama.summary import OpCount, ParameterTotals, render_summary, summarize

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 import trama
 from trama import INPUT, Model, Node, OpRegistry, OpSpec, Parameter, ParameterSchema, Ref, Tensor
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 
 import pytest
+
 import trama
 from trama.cli import main
 from trama.plugins import plugin_host

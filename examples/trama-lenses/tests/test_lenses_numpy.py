@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from trama import Node, Parameter, Tensor
 from trama_lenses import AsphericSurface, FreeSpace, System, ThinLens, plugin
 

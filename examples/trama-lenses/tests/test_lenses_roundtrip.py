@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 import trama
 from trama import ImportModelError, Parameter, Tensor
 from trama_lenses import AsphericSurface, FreeSpace, System, ThinLens

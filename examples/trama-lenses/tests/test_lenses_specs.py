@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from trama import OpSpec
 from trama_lenses import plugin
 

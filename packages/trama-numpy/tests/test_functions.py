@@ -19,6 +19,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
 from trama import INPUT, Node, Parameter, Ref, RegistryError, Tensor
 from trama.catalog import CATALOG_CATEGORIES
 from trama.dtypes import numpy_dtype

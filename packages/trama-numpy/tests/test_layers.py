@@ -17,10 +17,11 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import pytest
 import torch
-import trama
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from torch import nn
+
+import trama
 from trama import INPUT, Model, Node, Parameter, Ref, RegistryError, Tensor
 from trama.kernels import Kernel
 from trama_numpy import layers

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+
 import trama
 from trama import INPUT, Model, Node, Parameter, Ref, Tensor
 from trama.catalog import standard_specs

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+
 import trama
 from trama.catalog import standard_registry
 from trama.kernels import Kernel, StatefulKernel

@@ -27,7 +27,6 @@ from trama.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # for annotations only: importing them for real is the factories' job
     from trama import ExportContext, Node, Parameter
-
     from trama_lenses.elements import AsphericSurface, FreeSpace, System, ThinLens
 
 __all__ = [

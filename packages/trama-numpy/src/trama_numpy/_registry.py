@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
+
 from trama import Parameter, Tensor
 
 __all__ = ["Factory", "implementations", "implements", "optional_array", "required_array", "setting"]

@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from trama import Node, Parameter, RegistryError
 from trama.dtypes import numpy_dtype
 from trama.kernels import Kernel
-
 from trama_numpy._registry import implements, setting
 
 __all__ = [

@@ -33,10 +33,10 @@ from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
+
 from trama import Node, Parameter, RegistryError, Tensor
 from trama.dtypes import numpy_dtype
 from trama.kernels import Kernel
-
 from trama_numpy._registry import implements, setting
 
 __all__ = [

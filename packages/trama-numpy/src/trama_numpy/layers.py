@@ -21,9 +21,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
+
 from trama import Node, Parameter, RegistryError
 from trama.kernels import Kernel
-
 from trama_numpy._registry import implements, optional_array, required_array, setting
 
 __all__ = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from trama.runtime import GraphRuntime
 
 __all__ = ["NumpyRuntime"]

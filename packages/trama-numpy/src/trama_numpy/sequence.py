@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 import trama
 from trama.catalog.sequence import RNN_MAX_LAYERS
 from trama_numpy._registry import implements, optional_array, setting
