@@ -457,18 +457,19 @@ def _profile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the raw profile as JSON")
 
 
-def _prepared(args: argparse.Namespace) -> tuple[Any, dict[str, np.ndarray]] | None:
-    """Load, prepare and read the inputs; report a problem as one line and return None."""
+def _execute(args: argparse.Namespace, action: Callable[[Any, dict[str, np.ndarray]], Any]) -> tuple[Any, Any] | None:
+    """Read the inputs, load and prepare the file, and apply ``action(runnable, inputs)``.
+    Returns the runnable and the action's result, or reports a problem in one line and returns
+    None."""
     from trama.runtime import runtime_for_name
 
     try:
         inputs = _read_inputs(args.input)
-        model = load(args.file)
-        runnable = runtime_for_name(args.runtime).prepare(model)
+        runnable = runtime_for_name(args.runtime).prepare(load(args.file))
+        return runnable, action(runnable, inputs)
     except TramaError as exc:
         print(f"{args.file}: {_one_line(exc)}", file=sys.stderr)
         return None
-    return runnable, inputs
 
 
 def _read_inputs(specs: list[str]) -> dict[str, np.ndarray]:
@@ -486,15 +487,10 @@ def _read_inputs(specs: list[str]) -> dict[str, np.ndarray]:
 
 
 def _run_run(args: argparse.Namespace) -> int:
-    prepared = _prepared(args)
-    if prepared is None:
+    done = _execute(args, lambda runnable, inputs: runnable.run(inputs))
+    if done is None:
         return EXIT_INVALID
-    runnable, inputs = prepared
-    try:
-        outputs = runnable.run(inputs)
-    except TramaError as exc:
-        print(f"{args.file}: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_INVALID
+    runnable, outputs = done
     names = [f"{ref.node}.{ref.output}" for ref in runnable.model.outputs]
     arrays = {name: np.asarray(value) for name, value in zip(names, outputs, strict=True)}
     if args.output is not None:
@@ -511,15 +507,10 @@ def _run_run(args: argparse.Namespace) -> int:
 
 
 def _run_profile(args: argparse.Namespace) -> int:
-    prepared = _prepared(args)
-    if prepared is None:
+    done = _execute(args, lambda runnable, inputs: runnable.profile_json(inputs))
+    if done is None:
         return EXIT_INVALID
-    runnable, inputs = prepared
-    try:
-        profile = runnable.profile_json(inputs)
-    except TramaError as exc:
-        print(f"{args.file}: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_INVALID
+    profile = done[1]
     if args.json:
         print(json.dumps(profile, indent=2))
         return EXIT_OK
