@@ -99,18 +99,25 @@ def decode_document(
     )
 
 
+def _plain_ref(value: Any) -> Ref | None:
+    """A well-formed ``{"node": str, "output": str}`` as a Ref, else ``None``."""
+    if type(value) is dict and len(value) == 2:
+        node = value.get("node")
+        output = value.get("output")
+        if type(node) is str and type(output) is str:
+            return Ref(node, output)
+    return None
+
+
 def _plain_refs(value: Any) -> dict[str, Ref] | None:
     if type(value) is not dict:
         return None
     refs = {}
-    for port, ref in value.items():
-        if type(ref) is not dict or len(ref) != 2:
+    for port, item in value.items():
+        ref = _plain_ref(item)
+        if ref is None:
             return None
-        node = ref.get("node")
-        output = ref.get("output")
-        if type(node) is not str or type(output) is not str:
-            return None
-        refs[port] = Ref(node, output)
+        refs[port] = ref
     return refs
 
 
@@ -206,11 +213,9 @@ class _Decoder:
         return value
 
     def ref(self, value: Any, where: str) -> Ref:
-        if type(value) is dict and len(value) == 2:
-            node = value.get("node")
-            output = value.get("output")
-            if type(node) is str and type(output) is str:
-                return Ref(node, output)
+        ref = _plain_ref(value)
+        if ref is not None:
+            return ref
         raise SchemaError(f'a reference is {{"node": string, "output": string}}, got {_short(value)}', location=where)
 
     def ref_list(self, value: Any, where: str) -> list[Ref]:

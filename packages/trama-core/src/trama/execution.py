@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trama.errors import ExecutionError, RegistryError, TramaError
+from trama.errors import ExecutionError, TramaError
+from trama.importer import build_node
 from trama.kernels import StatefulKernel
 from trama.model import INPUT, Model, Node, Ref
 from trama.opregistry import OpRegistry
@@ -69,9 +70,8 @@ class ExecutionPlan:
             started = clock() if timer is not None else 0.0
             try:
                 if step.stateful:
-                    state = states.get(step.node.id) if states is not None else None
-                    if state is None and (states is None or step.node.id not in states):
-                        state = step.kernel.initial_state()
+                    node_id = step.node.id
+                    state = states[node_id] if states is not None and node_id in states else step.kernel.initial_state()
                     results, new_state = step.kernel.step(arguments, state)
                     if states is not None:
                         states[step.node.id] = new_state
@@ -95,14 +95,9 @@ class ExecutionPlan:
         return [values[slot] for slot in self.output_slots]
 
 
-def build_plan(
-    model: Model, registry: OpRegistry, *, build_kernel: Callable[[Node, Any], Any] | None = None
-) -> ExecutionPlan:
-    """Resolve the wiring of a (validated) model and build every leaf's kernel.
-
-    ``build_kernel(node, factory)`` lets a runtime wrap kernel construction (to place it on a
-    device, say); by default the factory is called with the node and its parameters.
-    """
+def build_plan(model: Model, registry: OpRegistry) -> ExecutionPlan:
+    """Resolve the wiring of a (validated) model and build every leaf's kernel with the factory
+    ``registry`` holds for its op."""
     by_id = {node.id: node for node in model.nodes}
     leaves = [node for node in model.nodes if node.output_bindings is None]
     slots: dict[tuple[str, str], int] = {}
@@ -151,24 +146,8 @@ def build_plan(
     steps: list[Step] = []
     producer: dict[int, int] = {}
     for leaf in leaves:
-        spec = registry.get(leaf.op)
-        factory = spec.factory if spec is not None else None
-        if factory is None:
-            where = f"for {registry.framework}" if registry.framework else "in this registry"
-            raise RegistryError(f"op {leaf.op!r} has no implementation {where}", node_id=leaf.id)
         parameters = {slot: table[key] for slot, key in leaf.parameters.items()}
-        if build_kernel is not None:
-            kernel = build_kernel(leaf, factory)
-        else:
-            build = getattr(factory, "from_node", factory)
-            try:
-                kernel = build(leaf, children={}, parameters=parameters)
-            except TramaError:
-                raise
-            except Exception as exc:
-                raise RegistryError(
-                    f"building the {leaf.op} kernel failed: {type(exc).__name__}: {exc}", node_id=leaf.id
-                ) from exc
+        kernel = build_node(leaf, registry, children={}, parameters=parameters)
         step = Step(
             node=leaf,
             kernel=kernel,

@@ -22,9 +22,6 @@ from trama.protocols import NodeFragment, Param
 from trama.tensor import Tensor
 from trama.version import __version__
 
-#: The namespace of op names without a dot (the standard catalog's).
-CATALOG_NAMESPACE = "trama"
-
 __all__ = ["ExportContext", "export_model"]
 
 
@@ -263,7 +260,9 @@ def export_model(
 
 def _opsets_used(nodes: list[Node], known: Mapping[str, int]) -> dict[str, int]:
     """The versions of the installed namespaces that the nodes' ops belong to."""
-    used = {node.op.rpartition(".")[0] or CATALOG_NAMESPACE for node in nodes}
+    from trama.catalog import op_namespace
+
+    used = {op_namespace(node.op) for node in nodes}
     return {namespace: known[namespace] for namespace in sorted(used) if namespace in known}
 
 

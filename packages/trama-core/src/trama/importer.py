@@ -9,7 +9,7 @@ from trama.model import Model, Node, Parameter
 from trama.opregistry import OpRegistry
 from trama.validation import validate
 
-__all__ = ["import_model"]
+__all__ = ["build_node", "import_model"]
 
 
 def import_model(model: Model, *, registry: OpRegistry | None = None) -> Any:
@@ -31,7 +31,9 @@ def import_model(model: Model, *, registry: OpRegistry | None = None) -> Any:
     children_of: dict[str, dict[str, Any]] = {}
     for node in reversed(model.nodes):  # children come after parents in the document
         children = dict(reversed(children_of.pop(node.id, {}).items()))
-        obj = _build(node, registry, children, {slot: table[key] for slot, key in node.parameters.items()})
+        obj = build_node(
+            node, registry, children=children, parameters={slot: table[key] for slot, key in node.parameters.items()}
+        )
         parent = node.parent
         if parent is None:
             built[node.id] = obj
@@ -50,7 +52,9 @@ def _framework_of(model: Model) -> str:
     return name if isinstance(name, str) and name else "numpy"
 
 
-def _build(node: Node, registry: OpRegistry, children: dict[str, Any], parameters: dict[str, Parameter]) -> Any:
+def build_node(node: Node, registry: OpRegistry, *, children: dict[str, Any], parameters: dict[str, Parameter]) -> Any:
+    """Call the factory of ``node``'s op: one place that says what is missing or what failed,
+    for :func:`import_model` and for runtimes building their kernels."""
     spec = registry[node.op]
     factory = spec.factory
     if factory is None:
@@ -61,7 +65,7 @@ def _build(node: Node, registry: OpRegistry, children: dict[str, Any], parameter
             else ""
         )
         raise RegistryError(
-            f"op {node.op!r} has no implementation {where}, so it cannot be imported{hint}", node_id=node.id
+            f"op {node.op!r} has no implementation {where}, so it cannot be built{hint}", node_id=node.id
         )
     build = getattr(factory, "from_node", factory)
     try:

@@ -25,6 +25,7 @@ import importlib_metadata
 import pluggy
 
 from trama import hookspecs
+from trama.catalog import op_namespace
 from trama.errors import RegistryError
 from trama.opregistry import OpRegistry, OpSpec
 
@@ -225,8 +226,8 @@ class PluginHost:
                     )
                     _warn(plugin, plugin.errors[-1])
                     continue
-                namespace = spec.name.rpartition(".")[0]
-                owner = owners.get(namespace, plugin.distribution) if namespace else plugin.distribution
+                namespace = op_namespace(spec.name)
+                owner = owners.get(namespace, plugin.distribution)
                 if owner != plugin.distribution:
                     plugin.errors.append(f"op {spec.name!r} refused: the namespace {namespace!r} belongs to {owner!r}")
                     _warn(plugin, plugin.errors[-1])

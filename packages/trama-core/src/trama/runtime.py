@@ -206,7 +206,7 @@ class FrozenState:
 
 class GraphRunnable(Runnable):
     """A runnable that walks an :class:`~trama.execution.ExecutionPlan`. Runtimes customise how
-    inputs come in (:meth:`convert_input`) and how kernels are built (``build_kernel``)."""
+    inputs come in (:meth:`convert_input`); kernels come from the framework's registry."""
 
     def __init__(self, runtime: GraphRuntime, plan: ExecutionPlan) -> None:
         self._runtime = runtime

@@ -83,24 +83,25 @@ def structural_errors(model: Model) -> list[TramaError]:
             else:
                 fail(f"{what} {name!r} is not an identifier ([A-Za-z0-9_]+)", f"/nodes/{i}/{field}", node_id)
 
-    def check_ref(ref: Ref, scope: str | None, scope_inputs: object, where: str, owner: str | None) -> None:
-        """Check one reference (callers in the hot loop pass ``where=""`` and set it on failure)."""
+    def ref_problem(ref: Ref, scope: str | None, scope_inputs: object) -> str | None:
+        """What is wrong with one reference seen from ``scope``, or ``None`` (callers build the
+        location only when there is a problem: this runs for every wire of every load)."""
         ref_node, output = ref
         if ref_node == INPUT:
-            if output not in scope_inputs:  # type: ignore[operator]
-                whose = f"composite {scope!r}" if scope is not None else "the model"
-                fail(f"{output!r} is not an input of {whose}", where, owner)
-            return
+            if output in scope_inputs:  # type: ignore[operator]
+                return None
+            whose = f"composite {scope!r}" if scope is not None else "the model"
+            return f"{output!r} is not an input of {whose}"
         found = declared.get(ref_node)
         if found is None:
             if ref_node in all_ids:
-                fail(f"refers to {ref_node!r}, which comes later (wrong order or a cycle)", where, owner)
-            else:
-                fail(f"refers to unknown node {ref_node!r}", where, owner)
-        elif found[1] != scope:
-            fail(f"refers to {ref_node!r}, which is not in the same scope", where, owner)
-        elif output not in found[0].outputs:
-            fail(f"node {ref_node!r} has no output {output!r}", where, owner)
+                return f"refers to {ref_node!r}, which comes later (wrong order or a cycle)"
+            return f"refers to unknown node {ref_node!r}"
+        if found[1] != scope:
+            return f"refers to {ref_node!r}, which is not in the same scope"
+        if output not in found[0].outputs:
+            return f"node {ref_node!r} has no output {output!r}"
+        return None
 
     for i, node in enumerate(nodes):
         node_id = node.id
@@ -118,10 +119,9 @@ def structural_errors(model: Model) -> list[TramaError]:
                 scope_inputs = found[0].inputs
         for port, ref in node.inputs.items():
             check_name(port, "input port name", node_id, i, "inputs")
-            count = len(errors)
-            check_ref(ref, parent, scope_inputs, "", node_id)
-            if len(errors) > count:
-                errors[-1].location = f"/nodes/{i}/inputs/{pointer_token(port)}"
+            problem = ref_problem(ref, parent, scope_inputs)
+            if problem is not None:
+                fail(problem, f"/nodes/{i}/inputs/{pointer_token(port)}", node_id)
         outputs = node.outputs
         for k, output in enumerate(outputs):
             if output not in good_names:  # skip formatting the location for names seen before
@@ -166,7 +166,9 @@ def structural_errors(model: Model) -> list[TramaError]:
         if ref.node == INPUT:
             fail("a model output must be an output of a top-level node, not %input", f"/outputs/{k}")
             continue
-        check_ref(ref, None, model_inputs, f"/outputs/{k}", None)
+        problem = ref_problem(ref, None, model_inputs)
+        if problem is not None:
+            fail(problem, f"/outputs/{k}")
 
     table = model.parameters
     referenced: set[str] = set()

@@ -27,6 +27,7 @@ __all__ = [
     "RNN_MAX_LAYERS",
     "Category",
     "category_of",
+    "op_namespace",
     "standard_registry",
     "standard_specs",
 ]
@@ -34,6 +35,12 @@ __all__ = [
 #: The namespace of the catalog's ops: documents record ``"opsets": {"trama": CATALOG_OPSET}``.
 #: Its ops are written without the prefix (``Linear``, not ``trama.Linear``).
 CATALOG_NAMESPACE = "trama"
+
+
+def op_namespace(op: str) -> str:
+    """The namespace an op name belongs to: the part before its last dot, the catalog's if none."""
+    return op.rpartition(".")[0] or CATALOG_NAMESPACE
+
 
 #: The catalog's version. Bump it when an op, a slot or a port is added; meanings never change
 #: within a name (``docs/ops.md``, "Versions"), so a document of opset n reads the same under any
