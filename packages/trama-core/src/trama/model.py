@@ -66,9 +66,14 @@ class ValueFact:
     shape: tuple[int | str, ...] | None = None
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class Parameter:
-    """One entry of the parameter table: a value and whether training may change it."""
+    """One entry of the parameter table: a value and whether training may change it.
+
+    Entries compare by value but are shared by identity; they accept weak references so that a
+    framework importer can remember, for the length of one import, which of its own tensors an
+    entry became (and tie two slots sharing it to one framework parameter).
+    """
 
     value: ParameterValue
     learnable: bool = False

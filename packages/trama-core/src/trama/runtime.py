@@ -59,6 +59,13 @@ class Runtime(ABC):
         """Whether it can run here (its framework is importable and the device exists)."""
         return True
 
+    def for_name(self, name: str) -> Runtime | None:
+        """This runtime if it answers to ``name`` (its name or an alias), else ``None``.
+
+        Runtimes with numbered devices override this to answer ``"torch:cuda:1"`` with a runtime
+        bound to that device, without listing every device up front."""
+        return self if name in (self.name(), *self.aliases) else None
+
     @abstractmethod
     def prepare(self, model: Model, placement: Mapping[str, str] | None = None) -> Runnable:
         """Check and compile ``model`` for this runtime. ``placement`` maps node ids to devices
@@ -101,14 +108,14 @@ def runtime_for_name(name: str) -> Runtime:
     registered = _registered()
     kinds = DEVICE_ALIASES.get(name)
     for runtime in registered:
-        matches = (
-            runtime.device.split(":")[0] in kinds if kinds is not None else name in (runtime.name(), *runtime.aliases)
+        candidate = (
+            (runtime if runtime.device.split(":")[0] in kinds else None) if kinds is not None else runtime.for_name(name)
         )
-        if matches and runtime.is_available():
-            return runtime
+        if candidate is not None and candidate.is_available():
+            return candidate
     available = [r.name() + (f" ({', '.join(r.aliases)})" if r.aliases else "") for r in registered if r.is_available()]
     unavailable = [r.name() for r in registered if not r.is_available()]
-    known = any(name in (r.name(), *r.aliases) for r in registered) or kinds is not None
+    known = any(r.for_name(name) is not None for r in registered) or kinds is not None
     reason = "is not available on this machine" if known else "is not a known runtime"
     listing = ", ".join(available) or "none: install trama-numpy"
     extra = f"; registered but unavailable here: {', '.join(unavailable)}" if unavailable else ""
@@ -127,6 +134,11 @@ class Runnable(ABC):
     @abstractmethod
     def spawn_state(self) -> State:
         """A state for streaming, starting from every stateful node's initial state."""
+
+    @abstractmethod
+    def run_with_state(self, inputs: Sequence[Any] | Mapping[str, Any], states: dict[str, Any]) -> list[Any]:
+        """Like :meth:`run`, with stateful nodes reading and updating ``states`` (by node id); a
+        node missing from ``states`` starts from its initial state. :class:`State` calls this."""
 
     @abstractmethod
     def profile_json(self, inputs: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
@@ -178,7 +190,7 @@ def _fact(facts: list[ValueFact | None] | None, index: int, count: int) -> Value
 class State:
     """Streaming state: recurrent buffers that carry over from one :meth:`run` to the next."""
 
-    def __init__(self, runnable: GraphRunnable, states: dict[str, Any]) -> None:
+    def __init__(self, runnable: Runnable, states: dict[str, Any]) -> None:
         self._runnable = runnable
         self._states = states
 
@@ -196,7 +208,7 @@ class FrozenState:
     state starting from it. Kernels never modify a state they are given (they return a new one),
     so the snapshot's buffers are shared safely."""
 
-    def __init__(self, runnable: GraphRunnable, states: dict[str, Any]) -> None:
+    def __init__(self, runnable: Runnable, states: dict[str, Any]) -> None:
         self._runnable = runnable
         self._states = MappingProxyType(states)
 
