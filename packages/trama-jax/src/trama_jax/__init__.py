@@ -1,0 +1,1 @@
+"""trama-jax: trama documents as pure, jit-compiled JAX functions."""

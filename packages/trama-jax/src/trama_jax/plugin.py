@@ -1,0 +1,53 @@
+"""trama-jax's plugin: JAX implementations of the standard catalog, the exporter of imported JAX
+models and the JAX runtimes.
+
+Discovery imports this module whether or not anybody uses JAX, so it imports neither jax nor the
+rest of the package at the top.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trama.hookspecs import hookimpl
+
+FRAMEWORK = "jax"
+
+
+@hookimpl
+def trama_frameworks() -> Sequence[str]:
+    return [FRAMEWORK]
+
+
+@hookimpl
+def trama_op_implementations(framework: str) -> Mapping[str, Any] | None:
+    if framework != FRAMEWORK:
+        return None
+    from trama_jax._registry import implementations
+
+    return implementations()
+
+
+def export_jax_model(obj: Any, ctx: Any) -> Any:
+    """The exporter offered every object without ``to_node``: handles trama-jax's imported models.
+
+    Such an object exists only once trama_jax's model module is imported, so a foreign object is
+    declined with one dictionary lookup."""
+    module = sys.modules.get("trama_jax.model")
+    if module is None:
+        return None
+    return module.export_jax_object(obj, ctx)
+
+
+@hookimpl
+def trama_exporters(framework: str) -> Sequence[Any] | None:
+    return [export_jax_model] if framework == FRAMEWORK else None
+
+
+@hookimpl
+def trama_runtimes() -> Sequence[Any]:
+    from trama_jax.runtime import runtimes
+
+    return runtimes()

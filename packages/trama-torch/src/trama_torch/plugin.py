@@ -1,0 +1,57 @@
+"""trama-torch's plugin: torch implementations of the standard catalog, the torch.nn exporter and
+the torch runtimes.
+
+Discovery imports this module whether or not anybody uses torch, so it imports neither torch nor
+the rest of the package at the top: the op table loads when a torch registry is built, the
+exporter when an object that is already a ``torch.nn.Module`` is exported, and the runtime
+module when runtimes are listed.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trama.hookspecs import hookimpl
+
+FRAMEWORK = "torch"
+
+
+@hookimpl
+def trama_frameworks() -> Sequence[str]:
+    return [FRAMEWORK]
+
+
+@hookimpl
+def trama_op_implementations(framework: str) -> Mapping[str, Any] | None:
+    if framework != FRAMEWORK:
+        return None
+    from trama_torch.factories import implementations
+
+    return implementations()
+
+
+def export_torch_module(obj: Any, ctx: Any) -> Any:
+    """The exporter offered every object without ``to_node``: handles ``torch.nn.Module``s.
+
+    An object can only be a torch module if torch is already imported, so a foreign object is
+    declined with one dictionary lookup, and exporting a lens never imports torch."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.nn.Module):
+        return None
+    from trama_torch.exporter import export_module
+
+    return export_module(obj, ctx)
+
+
+@hookimpl
+def trama_exporters(framework: str) -> Sequence[Any] | None:
+    return [export_torch_module] if framework == FRAMEWORK else None
+
+
+@hookimpl
+def trama_runtimes() -> Sequence[Any]:
+    from trama_torch.runtime import runtimes
+
+    return runtimes()
