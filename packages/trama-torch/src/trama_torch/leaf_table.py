@@ -1,0 +1,350 @@
+"""The catalog's leaf ops that are ``torch.nn`` modules, as one table: op ↔ class, which slots are
+constructor arguments, which state the module holds, how ``forward`` is called, what it returns.
+
+The catalog was written to follow torch (slot names are constructor argument names and
+``state_dict`` keys with ``.`` replaced by ``_``), so most of the mapping is mechanical and lives
+in :mod:`trama_torch.leaves`; this table holds only what differs per op:
+
+* ``hypers``: the op's hyper-parameter slots, read on export from the module attribute of the same
+  name unless ``readers`` gives another way (``TransformerEncoderLayer`` keeps ``d_model`` as
+  ``self_attn.embed_dim``), and passed back to the constructor as keyword arguments.
+* ``flags``: constructor flags that the catalog folds into a state slot's presence
+  (``Linear(bias=False)`` is a ``Linear`` without a ``bias`` slot).
+* ``forward``: the arguments of ``forward`` and where each one goes: an input port, a slot (a
+  call-site constant such as ``need_weights``), a hint torch does not need for the values
+  (``is_causal``), or an argument opset 1 cannot record.
+* ``result``: how the returned value maps to the node's outputs (``("y", ("h_n", "c_n"))`` for an
+  LSTM's ``output, (h_n, c_n)``).
+* ``check``: why a particular instance cannot be exported, where the class alone does not say.
+
+State needs no column: on export it is the module's ``state_dict``, on import the ``state_dict``
+of the module the constructor built, each key matched to its slot.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeAlias
+
+import torch.nn.functional as F
+from torch import nn
+
+from trama.catalog import RNN_MAX_LAYERS
+
+__all__ = ["LEAF_KINDS", "Arg", "LeafKind", "Structure"]
+
+#: How a call's result maps to outputs: an output name, or a tuple mirroring a returned tuple.
+Structure: TypeAlias = "str | tuple[Structure, ...]"
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    """One argument of a module's ``forward`` and where its value goes in the node.
+
+    Exactly one of the four roles is set: ``port`` (an input port; a tuple of ports for an argument
+    that is a tuple of tensors, LSTM's ``hx = (h0, c0)``), ``slot`` (a call-site constant recorded
+    in that slot), ``hint_of`` (a hint about the argument of that name, which torch does not need
+    to compute the same values: dropped), or ``refused`` (why opset 1 cannot record it when set).
+    """
+
+    name: str
+    port: str | tuple[str, ...] | None = None
+    slot: str | None = None
+    hint_of: str | None = None
+    refused: str | None = None
+    default: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeafKind:
+    """One catalog leaf op that is a ``torch.nn`` class (see the module docstring for the columns)."""
+
+    op: str
+    cls: type[nn.Module]
+    hypers: tuple[str, ...] = ()
+    readers: Mapping[str, Callable[[Any], Any]] = field(default_factory=lambda: MappingProxyType({}))
+    flags: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    forward: tuple[Arg, ...] = ()
+    result: Structure = "y"
+    check: Callable[[Any], str | None] | None = None
+    #: Whether the module holds state: then it is built on the meta device and every tensor comes
+    #: from the slots, which skips torch's random initialisation and proves nothing was left out.
+    stateful: bool = False
+    #: ``forward``'s signature without ``self``, to bind calls with (filled in by the table).
+    signature: inspect.Signature = field(default_factory=inspect.Signature, compare=False)
+
+    @property
+    def call_slots(self) -> tuple[str, ...]:
+        """The hyper slots that are ``forward`` arguments, not constructor ones."""
+        return tuple(arg.slot for arg in self.forward if arg.slot is not None)
+
+
+def _single(cls: type[nn.Module]) -> tuple[Arg, ...]:
+    """The forward of a one-input module: its first argument (``input``, or ``x`` for RMSNorm) is ``x``."""
+    first = next(iter(list(inspect.signature(cls.forward).parameters)[1:]))
+    return (Arg(first, port="x"),)
+
+
+def _kind(op: str, cls: type[nn.Module], hypers: tuple[str, ...] = (), **columns: Any) -> LeafKind:
+    """A table row; a one-input forward unless ``forward`` is given."""
+    columns.setdefault("forward", _single(cls))
+    forward = list(inspect.signature(cls.forward).parameters.values())[1:]
+    return LeafKind(op, cls, hypers, signature=inspect.Signature(forward), **columns)
+
+
+# --- Readers: slot values torch keeps elsewhere or in another form ------------------------------
+
+
+def _pair(name: str) -> Callable[[Any], Any]:
+    """A 2-d pooling argument that torch keeps as given (``3`` or ``(3, 2)``): always two entries."""
+
+    def read(module: Any) -> Any:
+        value = getattr(module, name)
+        return list(value) if isinstance(value, (tuple, list)) else [value, value]
+
+    return read
+
+
+def _present(name: str) -> Callable[[Any], bool]:
+    """A constructor flag torch does not store, read from the tensor it creates."""
+    return lambda module: getattr(module, name) is not None
+
+
+def _encoder_activation(layer: Any) -> str | None:
+    """The catalog's name of an encoder layer's activation; ``None`` for anything else.
+
+    torch accepts any callable; the catalog knows ReLU and the exact GELU. torch's own test
+    (``activation_relu_or_gelu``) also counts a tanh-approximated ``nn.GELU`` as GELU, which the
+    catalog's ``"gelu"`` is not, so the check is made here."""
+    activation = layer.activation
+    if activation is F.relu or type(activation) is nn.ReLU:
+        return "relu"
+    if activation is F.gelu or (type(activation) is nn.GELU and activation.approximate == "none"):
+        return "gelu"
+    return None
+
+
+_ENCODER_READERS: Mapping[str, Callable[[Any], Any]] = MappingProxyType(
+    {
+        "d_model": lambda layer: layer.self_attn.embed_dim,
+        "nhead": lambda layer: layer.self_attn.num_heads,
+        "dim_feedforward": lambda layer: layer.linear1.out_features,
+        "dropout": lambda layer: layer.dropout.p,
+        "activation": _encoder_activation,
+        "layer_norm_eps": lambda layer: layer.norm1.eps,
+        "batch_first": lambda layer: layer.self_attn.batch_first,
+        "bias": lambda layer: layer.linear1.bias is not None,
+    }
+)
+
+#: The parts torch builds inside an encoder layer; anything else swapped in is not the catalog's op.
+_ENCODER_PARTS: Mapping[str, type[nn.Module]] = MappingProxyType(
+    {
+        "self_attn": nn.MultiheadAttention,
+        "linear1": nn.Linear,
+        "dropout": nn.Dropout,
+        "linear2": nn.Linear,
+        "norm1": nn.LayerNorm,
+        "norm2": nn.LayerNorm,
+        "dropout1": nn.Dropout,
+        "dropout2": nn.Dropout,
+    }
+)
+
+
+def _check_encoder_layer(layer: Any) -> str | None:
+    """Why an encoder layer does not fit the catalog's slots, if it does not."""
+    if _encoder_activation(layer) is None:
+        return (
+            f"its activation {layer.activation!r} is neither ReLU nor the exact GELU, the two the catalog "
+            "records (write the layer as a module of your own to export another one)"
+        )
+    for name, cls in _ENCODER_PARTS.items():
+        part = getattr(layer, name, None)
+        if type(part) is not cls:
+            return f"its part {name!r} is a {type(part).__qualname__}, not the {cls.__qualname__} torch builds"
+    if layer.norm1.eps != layer.norm2.eps:
+        return f"its layer norms have different eps ({layer.norm1.eps} and {layer.norm2.eps}); the catalog has one"
+    rates = {layer.dropout.p, layer.dropout1.p, layer.dropout2.p, layer.self_attn.dropout}
+    if len(rates) != 1:
+        return f"its dropouts have different probabilities {sorted(rates)}; the catalog has one"
+    return None
+
+
+def _check_rnn(module: Any) -> str | None:
+    if module.num_layers > RNN_MAX_LAYERS:
+        return f"it has {module.num_layers} layers; opset 1 records at most {RNN_MAX_LAYERS}"
+    return None
+
+
+def _check_max_pool(module: Any) -> str | None:
+    if module.return_indices:
+        return "return_indices=True has no form in opset 1 (the op has one output)"
+    return None
+
+
+# --- The table ----------------------------------------------------------------------------------
+
+_CONV = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "padding_mode")
+_CONV_TRANSPOSE = (
+    "in_channels",
+    "out_channels",
+    "kernel_size",
+    "stride",
+    "padding",
+    "output_padding",
+    "dilation",
+    "groups",
+    "padding_mode",
+)
+_BATCH_NORM = ("num_features", "eps", "momentum", "affine", "track_running_stats")
+_RNN = ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout", "bidirectional")
+_BIAS_FLAG = MappingProxyType({"bias": "bias"})
+_POOL_READERS = MappingProxyType({name: _pair(name) for name in ("kernel_size", "stride", "padding", "dilation")})
+
+_CAUSAL_HINT = Arg("is_causal", hint_of="attn_mask", default=False)
+
+LEAF_KINDS: tuple[LeafKind, ...] = (
+    _kind("Linear", nn.Linear, ("in_features", "out_features"), flags=_BIAS_FLAG, stateful=True),
+    _kind(
+        "Bilinear",
+        nn.Bilinear,
+        ("in1_features", "in2_features", "out_features"),
+        flags=_BIAS_FLAG,
+        forward=(Arg("input1", port="input1"), Arg("input2", port="input2")),
+        stateful=True,
+    ),
+    _kind("Conv1d", nn.Conv1d, _CONV, flags=_BIAS_FLAG, stateful=True),
+    _kind("Conv2d", nn.Conv2d, _CONV, flags=_BIAS_FLAG, stateful=True),
+    _kind(
+        "ConvTranspose2d",
+        nn.ConvTranspose2d,
+        _CONV_TRANSPOSE,
+        flags=_BIAS_FLAG,
+        forward=(
+            Arg("input", port="x"),
+            Arg(
+                "output_size",
+                refused="output_size depends on the input's shape, which opset 1 cannot record; give the "
+                "constructor the matching output_padding instead",
+            ),
+        ),
+        stateful=True,
+    ),
+    _kind(
+        "MaxPool2d",
+        nn.MaxPool2d,
+        ("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
+        readers=_POOL_READERS,
+        check=_check_max_pool,
+    ),
+    _kind(
+        "AvgPool2d",
+        nn.AvgPool2d,
+        ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"),
+        readers=_POOL_READERS,
+    ),
+    _kind("AdaptiveAvgPool2d", nn.AdaptiveAvgPool2d, ("output_size",), readers={"output_size": _pair("output_size")}),
+    _kind("BatchNorm1d", nn.BatchNorm1d, _BATCH_NORM, stateful=True),
+    _kind("BatchNorm2d", nn.BatchNorm2d, _BATCH_NORM, stateful=True),
+    _kind(
+        "LayerNorm", nn.LayerNorm, ("normalized_shape", "eps", "elementwise_affine"), flags=_BIAS_FLAG, stateful=True
+    ),
+    _kind("GroupNorm", nn.GroupNorm, ("num_groups", "num_channels", "eps", "affine"), flags=_BIAS_FLAG, stateful=True),
+    _kind("RMSNorm", nn.RMSNorm, ("normalized_shape", "eps", "elementwise_affine"), stateful=True),
+    _kind(
+        "Embedding",
+        nn.Embedding,
+        ("num_embeddings", "embedding_dim", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse"),
+        stateful=True,
+    ),
+    _kind("Dropout", nn.Dropout, ("p",)),
+    _kind("Identity", nn.Identity),
+    _kind("Flatten", nn.Flatten, ("start_dim", "end_dim")),
+    _kind(
+        "MultiheadAttention",
+        nn.MultiheadAttention,
+        (
+            "embed_dim",
+            "num_heads",
+            "dropout",
+            "bias",
+            "add_bias_kv",
+            "add_zero_attn",
+            "kdim",
+            "vdim",
+            "batch_first",
+            "need_weights",
+            "average_attn_weights",
+        ),
+        readers={"bias": _present("in_proj_bias"), "add_bias_kv": _present("bias_k")},
+        forward=(
+            Arg("query", port="query"),
+            Arg("key", port="key"),
+            Arg("value", port="value"),
+            Arg("key_padding_mask", port="key_padding_mask"),
+            Arg("need_weights", slot="need_weights", default=True),
+            Arg("attn_mask", port="attn_mask"),
+            Arg("average_attn_weights", slot="average_attn_weights", default=True),
+            _CAUSAL_HINT,
+        ),
+        result=("y", "attn_weights"),
+        stateful=True,
+    ),
+    _kind(
+        "TransformerEncoderLayer",
+        nn.TransformerEncoderLayer,
+        (
+            "d_model",
+            "nhead",
+            "dim_feedforward",
+            "dropout",
+            "activation",
+            "layer_norm_eps",
+            "batch_first",
+            "norm_first",
+            "bias",
+        ),
+        readers=_ENCODER_READERS,
+        forward=(
+            Arg("src", port="src"),
+            Arg("src_mask", port="src_mask"),
+            Arg("src_key_padding_mask", port="src_key_padding_mask"),
+            Arg("is_causal", hint_of="src_mask", default=False),
+        ),
+        check=_check_encoder_layer,
+        stateful=True,
+    ),
+    _kind(
+        "GRU",
+        nn.GRU,
+        _RNN,
+        forward=(Arg("input", port="x"), Arg("hx", port="h0")),
+        result=("y", "h_n"),
+        check=_check_rnn,
+        stateful=True,
+    ),
+    _kind(
+        "LSTM",
+        nn.LSTM,
+        (*_RNN, "proj_size"),
+        forward=(Arg("input", port="x"), Arg("hx", port=("h0", "c0"))),
+        result=("y", ("h_n", "c_n")),
+        check=_check_rnn,
+        stateful=True,
+    ),
+    _kind("ReLU", nn.ReLU),
+    _kind("LeakyReLU", nn.LeakyReLU, ("negative_slope",)),
+    _kind("GELU", nn.GELU, ("approximate",)),
+    _kind("SiLU", nn.SiLU),
+    _kind("Sigmoid", nn.Sigmoid),
+    _kind("Tanh", nn.Tanh),
+    _kind("Softmax", nn.Softmax, ("dim",)),
+    _kind("LogSoftmax", nn.LogSoftmax, ("dim",)),
+    _kind("Softplus", nn.Softplus, ("beta", "threshold")),
+    _kind("ELU", nn.ELU, ("alpha",)),
+    _kind("Hardswish", nn.Hardswish),
+)
