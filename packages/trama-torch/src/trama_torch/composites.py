@@ -1,0 +1,130 @@
+"""The catalog's composites as torch modules: ``Sequential``, ``TransformerEncoder`` and ``Graph``.
+
+Each comes back as what a torch user would have written, so that ``state_dict`` keys, ``repr``
+and behaviour are the original's:
+
+* ``Sequential`` is an ``nn.Sequential`` of the children under their names (``0.weight``);
+* ``TransformerEncoder`` is an ``nn.TransformerEncoder`` holding the imported layers themselves
+  (``layers.0.self_attn.in_proj_weight``): torch's constructor deep-copies the layer it is
+  given, so it is built with no layers and the imported ones are put in its ``ModuleList``;
+  its nested-tensor fast path stays off, so values are those of torch's plain path exactly
+  (the ``enable_nested_tensor`` slot is kept on the module, for a later export);
+* ``Graph`` is a ``torch.fx.GraphModule`` that runs the node's wiring
+  (:mod:`trama_torch.wiring`), with the children as submodules under their node names.
+
+A ``Graph`` needs its children's nodes (their wiring), which the importer's factory protocol
+does not pass: see :func:`child_nodes`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from torch import nn
+
+from trama.errors import ImportModelError
+from trama.model import Node, Parameter
+from trama_torch.wiring import ScopeModule, as_module, scope_module
+
+__all__ = ["child_module_names", "child_nodes", "composite_factories"]
+
+
+def sequential(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> nn.Sequential:
+    """``nn.Sequential`` of the children, in document order, under their names."""
+    return nn.Sequential(OrderedDict((name, as_module(child)) for name, child in children.items())).eval()
+
+
+def transformer_encoder(
+    node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]
+) -> nn.TransformerEncoder:
+    """``nn.TransformerEncoder`` holding the imported ``layers_k`` children (and ``norm``)."""
+    layers = [child for name, child in children.items() if name != "norm"]
+    if not layers or not all(isinstance(layer, nn.TransformerEncoderLayer) for layer in layers):
+        raise ImportModelError(
+            "a TransformerEncoder's children must be TransformerEncoderLayer nodes (and a last 'norm')",
+            node_id=node.id,
+        )
+    norm = children.get("norm")
+    setting = parameters.get("enable_nested_tensor")
+    mask_check = parameters.get("mask_check")
+    encoder = nn.TransformerEncoder(
+        layers[0],
+        num_layers=0,  # no deep copies: the imported layers go in below
+        norm=as_module(norm) if norm is not None else None,
+        enable_nested_tensor=False,
+        mask_check=bool(mask_check.value) if mask_check is not None else True,
+    )
+    encoder.layers = nn.ModuleList(layers)
+    encoder.num_layers = len(layers)
+    encoder.enable_nested_tensor = bool(setting.value) if setting is not None else True
+    return encoder.eval()
+
+
+def graph(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> ScopeModule:
+    """The node's wiring compiled into a ``GraphModule`` whose submodules are the children.
+
+    The generated class is named after the source class the exporter noted in the node's
+    metadata (``Residual``), so that ``print(module)`` reads like the original; that name is
+    all the metadata is used for."""
+    nodes = child_nodes(node, children)
+    metadata = node.metadata or {}
+    source = metadata.get("class")
+    class_name = source.rsplit(".", 1)[-1] if isinstance(source, str) and source.isascii() else "Graph"
+    bindings = node.output_bindings or {}
+    module = scope_module(
+        inputs=list(node.inputs),
+        children=[(nodes[name], child) for name, child in children.items()],
+        outputs=[bindings[output] for output in node.outputs],
+        always_tuple=False,
+        class_name=class_name if class_name.isidentifier() else "Graph",
+    )
+    return module.eval()
+
+
+def child_nodes(node: Node, children: Mapping[str, Any]) -> Mapping[str, Node]:
+    """The nodes of ``node``'s children, by name.
+
+    The factory protocol passes the children's built objects, not their nodes. Until the core
+    passes them (a ``children`` mapping with a ``nodes`` attribute, which is read first), they
+    are taken from the importer that is calling this factory: ``trama.importer.import_model``
+    holds every scope's children, and this reads its table. That stop-gap is the only place
+    this package depends on the core's internals; without either, a ``Graph`` cannot be built
+    and says so.
+    """
+    given = getattr(children, "nodes", None)
+    if isinstance(given, Mapping):
+        return given
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "import_model" and frame.f_globals.get("__name__") == "trama.importer":
+            table = frame.f_locals.get("children_of")
+            if isinstance(table, Mapping):
+                return {child.name: child for child in table.get(node.id, ())}
+        frame = frame.f_back  # type: ignore[assignment]
+    raise ImportModelError(
+        "a Graph is built by trama.import_model, which gives it its children's nodes; this factory was "
+        "called without them",
+        node_id=node.id,
+    )
+
+
+def child_module_names(op: str, names: list[str]) -> dict[str, str]:
+    """Where the module built for each child (by name, in document order) of an ``op`` node sits
+    in the node's module: ``layers.2`` for the third layer of a ``TransformerEncoder``, the name
+    itself in a ``Graph`` or ``Sequential``. Children whose modules the op's module does not
+    hold as submodules (another namespace's composite) are left out."""
+    if op in ("Graph", "Sequential"):
+        return {name: name for name in names}
+    if op == "TransformerEncoder":
+        layers = [name for name in names if name != "norm"]
+        found = {name: f"layers.{index}" for index, name in enumerate(layers)}
+        return found | ({"norm": "norm"} if "norm" in names else {})
+    return {}
+
+
+def composite_factories() -> Mapping[str, Any]:
+    """The torch factories of the catalog's composites, by op name."""
+    return {"Sequential": sequential, "TransformerEncoder": transformer_encoder, "Graph": graph}

@@ -1,0 +1,250 @@
+"""A scope's wiring as a ``torch.fx.GraphModule``: how an imported ``Graph`` (and the whole
+document) runs its children.
+
+A scope is a list of children in document order, each reading ports from the scope's inputs
+or from earlier children, and a list of values to return. Interpreting that on every call
+(looking up references in a dict, per node) would cost more than the torch code it replaces,
+so the wiring is compiled once into Python code with fx: ``print(module.code)`` shows exactly
+what runs, one line per child, and the call is as fast as hand-written ``forward``.
+
+How a child is called (the single convention :func:`call_node` also follows):
+
+* a catalog leaf module (``nn.Linear``, ``nn.GRU``…) as torch code calls it,
+  :func:`trama_torch.leaves.leaf_call_arguments`; a result tuple is taken apart along
+  :func:`trama_torch.leaves.leaf_result_structure`;
+* ``TransformerEncoder`` with its ports as keywords (its forward's parameter names, some of
+  which may be left out);
+* anything else (a function op's module, a ``Graph``, a ``Sequential``, another namespace's
+  module) with its connected ports positionally in ``node.inputs`` order, returning the value
+  of its only output, or a tuple of its outputs in order.
+
+Children are registered as submodules under their node names, so the ``state_dict`` keys are
+the original module's where the tree is the original's; a calling node's module, being the
+very object of the node it calls, is registered once and called again.
+"""
+
+from __future__ import annotations
+
+import keyword
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch import nn
+
+from trama.model import INPUT, Node, Ref
+from trama_torch import leaves
+
+__all__ = ["ScopeModule", "as_module", "call_arguments", "call_node", "result_paths", "scope_module"]
+
+#: Composite ops whose module takes its ports as keywords.
+_KEYWORD_OPS = frozenset({"TransformerEncoder"})
+
+
+def _is_leaf(op: str) -> bool:
+    return op in _leaf_ops()
+
+
+_LEAF_OPS: frozenset[str] | None = None
+
+
+def _leaf_ops() -> frozenset[str]:
+    global _LEAF_OPS
+    if _LEAF_OPS is None:
+        _LEAF_OPS = frozenset(leaves.leaf_factories())
+    return _LEAF_OPS
+
+
+def call_arguments(node: Node, module: Any, values: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The ``(args, kwargs)`` that call ``node``'s built module on its port values."""
+    if _is_leaf(node.op) and isinstance(module, nn.Module):
+        return leaves.leaf_call_arguments(node, values, leaves.leaf_call_constants(module))
+    if node.op in _KEYWORD_OPS:
+        return (), {port: values[port] for port in node.inputs}
+    return tuple(values[port] for port in node.inputs), {}
+
+
+def result_paths(node: Node) -> dict[str, tuple[int, ...]]:
+    """Where each output of ``node`` sits in what its module returns: ``()`` for the returned
+    value itself, ``(1, 0)`` for ``result[1][0]`` (an LSTM's ``c_n``)."""
+    if _is_leaf(node.op):
+        paths: dict[str, tuple[int, ...]] = {}
+        _walk(leaves.leaf_result_structure(node.op), (), paths)
+        return paths
+    if len(node.outputs) == 1:
+        return {node.outputs[0]: ()}
+    return {output: (index,) for index, output in enumerate(node.outputs)}
+
+
+def _walk(structure: Any, path: tuple[int, ...], paths: dict[str, tuple[int, ...]]) -> None:
+    if isinstance(structure, str):
+        paths[structure] = path
+    else:
+        for index, part in enumerate(structure):
+            _walk(part, (*path, index), paths)
+
+
+def call_node(node: Node, module: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    """Call any built module the way its scope does, and return its outputs by name."""
+    if _is_leaf(node.op) and isinstance(module, nn.Module):
+        return leaves.call_leaf(node, module, values)
+    args, kwargs = call_arguments(node, module, values)
+    result = module(*args, **kwargs)
+    outputs: dict[str, Any] = {}
+    for output, path in result_paths(node).items():
+        value = result
+        for index in path:
+            value = value[index]
+        outputs[output] = value
+    return outputs
+
+
+class _Callable(nn.Module):
+    """A built object that is not a torch module (another namespace's factory may return a
+    plain callable), made one so that the scope can register and call it."""
+
+    def __init__(self, function: Any) -> None:
+        super().__init__()
+        self.function = function
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+
+def as_module(obj: Any) -> nn.Module:
+    """``obj`` if it is a torch module, else a module that calls it."""
+    return obj if isinstance(obj, nn.Module) else _Callable(obj)
+
+
+class ScopeModule(fx.GraphModule):
+    """A compiled scope: a ``GraphModule`` whose submodules (and constant tensors) are the
+    scope's children, and ``child_attributes`` says which attribute holds each child (its own
+    name, unless Python or ``GraphModule`` reserve it)."""
+
+    child_attributes: dict[str, str]
+
+
+def scope_module(
+    *,
+    inputs: Sequence[str],
+    children: Sequence[tuple[Node, Any]],
+    outputs: Sequence[Ref],
+    always_tuple: bool,
+    class_name: str,
+    module_class: type[ScopeModule] | None = None,
+) -> ScopeModule:
+    """Compile one scope into a module whose ``forward`` takes ``inputs`` positionally.
+
+    ``children`` are the scope's nodes with their built objects, in document order; ``outputs``
+    the values returned: the single one as it is unless ``always_tuple``, several as a tuple.
+    ``module_class`` is a subclass of :class:`ScopeModule` to build instead.
+    """
+    holder = nn.Module()
+    attributes: dict[str, str] = {}  # child name -> the attribute that holds its module or tensor
+    held: set[str] = set()  # children whose attribute is a tensor (a constant), read by get_attr
+    by_object: dict[int, str] = {}
+    for node, obj in sorted(children, key=lambda child: child[0].calls is not None):  # own nodes first
+        same_scope = node.calls is not None and node.calls.rpartition(".")[0] == node.id.rpartition(".")[0]
+        target = node.calls.rpartition(".")[2] if node.calls is not None and same_scope else None
+        tensor = _constant_tensor(node, obj) if node.calls is None else None
+        if target is not None and target in held:
+            attributes[node.name] = attributes[target]
+            held.add(node.name)
+        elif tensor is not None:
+            attributes[node.name] = _hold_tensor(holder, node.name, tensor)
+            held.add(node.name)
+        elif id(obj) in by_object:
+            attributes[node.name] = by_object[id(obj)]
+        else:
+            attributes[node.name] = by_object[id(obj)] = _hold_module(holder, node.name, obj)
+    graph = fx.Graph()
+    env: dict[Ref, fx.Node] = {}
+    for port in inputs:
+        env[Ref(INPUT, port)] = graph.placeholder(_argument_name(port, {node.target for node in env.values()}))
+    pending: dict[str, tuple[fx.Node, dict[str, tuple[int, ...]]]] = {}
+    parts: dict[tuple[str, tuple[int, ...]], fx.Node] = {}
+
+    def value(ref: Ref) -> fx.Node:
+        """The fx value of a reference, taking a child's result apart on first use (once per
+        part: an LSTM's ``h_n`` and ``c_n`` share the ``result[1]`` they come from)."""
+        found = env.get(ref)
+        if found is None:
+            call, paths = pending[ref.node]
+            found, path = call, paths[ref.output]
+            for depth in range(1, len(path) + 1):
+                key = (ref.node, path[:depth])
+                if key not in parts:
+                    parts[key] = graph.call_function(operator.getitem, (found, path[depth - 1]))
+                found = parts[key]
+            env[ref] = found
+        return found
+
+    for node, obj in children:
+        if node.name in held:
+            env[Ref(node.id, node.outputs[0])] = graph.get_attr(attributes[node.name])
+            continue
+        values = {port: value(ref) for port, ref in node.inputs.items()}
+        args, kwargs = call_arguments(node, obj, values)
+        call = graph.call_module(attributes[node.name], args, kwargs)
+        pending[node.id] = (call, result_paths(node))
+    results = tuple(value(ref) for ref in outputs)
+    graph.output(results[0] if len(results) == 1 and not always_tuple else results)
+    module = (module_class or ScopeModule)(holder, graph, class_name=class_name)
+    module.child_attributes = attributes
+    return module
+
+
+def _argument_name(port: str, taken: set[Any]) -> str:
+    """A port's name as a parameter of the generated ``forward``: itself when Python allows it
+    (``x``, ``tokens``), else made one (``0`` -> ``in_0``, ``def`` -> ``in_def``, ``self`` ->
+    ``in_self``); ports are passed by position, so the name only has to be valid and unique."""
+    name = port if port.isidentifier() and not keyword.iskeyword(port) and port != "self" else f"in_{port}"
+    candidate, n = name, 1
+    while candidate in taken:
+        candidate, n = f"{name}_{n}", n + 1
+    return candidate
+
+
+def _constant_tensor(node: Node, obj: Any) -> torch.Tensor | None:
+    """The tensor of a ``constant`` node (the module's ``value``), held by the scope itself.
+
+    A parameter that ``forward`` reads directly (``x * self.scale``) was exported as a
+    ``constant`` named after it; holding the tensor as the scope's own attribute of that name,
+    read with ``get_attr``, gives back the original ``state_dict`` key (``scale``, not
+    ``scale.value``) and the original ``self.scale``."""
+    if node.op != "constant" or not isinstance(obj, nn.Module):
+        return None
+    value = getattr(obj, "value", None)
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _attribute_name(holder: nn.Module, name: str) -> str:
+    """The attribute that holds child ``name``: the name itself (so ``state_dict`` keys are the
+    original's), unless Python, fx's generated code or ``GraphModule`` reserve it (``if``,
+    ``self``, ``graph``, ``code``): then ``if_``, ``self_``, ``graph_``…"""
+    candidate = name
+    while (
+        keyword.iskeyword(candidate)
+        or candidate == "self"
+        or hasattr(fx.GraphModule, candidate)
+        or hasattr(holder, candidate)
+    ):
+        candidate = f"{candidate}_"
+    return candidate
+
+
+def _hold_tensor(holder: nn.Module, name: str, tensor: torch.Tensor) -> str:
+    attribute = _attribute_name(holder, name)
+    if isinstance(tensor, nn.Parameter):
+        holder.register_parameter(attribute, tensor)
+    else:
+        holder.register_buffer(attribute, tensor)
+    return attribute
+
+
+def _hold_module(holder: nn.Module, name: str, obj: Any) -> str:
+    attribute = _attribute_name(holder, name)
+    holder.add_module(attribute, as_module(obj))
+    return attribute

@@ -1,0 +1,252 @@
+"""Importing documents as torch modules: the composites' classes, the generated wiring of a
+``Graph``, documents written by hand, and the whole-document module the runtimes run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from export_support import assert_same_outputs, round_trip
+from torch import fx, nn
+
+import trama
+from trama_torch.composites import graph
+from trama_torch.importing import DocumentModule, call_node, import_document
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+def load(document: dict[str, object]) -> trama.Model:
+    return trama.loads(json.dumps(document))
+
+
+def ref(node: str, output: str) -> dict[str, str]:
+    return {"node": node, "output": output}
+
+
+def test_a_hand_written_graph_with_a_pass_through_output_imports_as_a_graph_module() -> None:
+    """Documents need not come from torch: the wiring alone defines the module."""
+    document = load(
+        {
+            "format_version": "1.0",
+            "inputs": ["x"],
+            "outputs": [ref("net", "y"), ref("net", "skip")],
+            "nodes": [
+                {
+                    "id": "net",
+                    "parent": None,
+                    "op": "Graph",
+                    "inputs": {"x": ref("%input", "x")},
+                    "outputs": ["y", "skip"],
+                    "parameters": {},
+                    "output_bindings": {"y": ref("net.scale", "y"), "skip": ref("%input", "x")},
+                },
+                {
+                    "id": "net.act",
+                    "parent": "net",
+                    "op": "ReLU",
+                    "inputs": {"x": ref("%input", "x")},
+                    "outputs": ["y"],
+                    "parameters": {},
+                    "output_bindings": None,
+                },
+                {
+                    "id": "net.scale",
+                    "parent": "net",
+                    "op": "mul",
+                    "inputs": {"x": ref("net.act", "y")},
+                    "outputs": ["y"],
+                    "parameters": {"other": {"name": "net.scale.other"}},
+                    "output_bindings": None,
+                },
+            ],
+            "parameters": {"net.scale.other": {"value": 2.0, "learnable": False}},
+        }
+    )
+    module = trama.import_model(document, registry=trama.registry("torch"))
+    assert isinstance(module, fx.GraphModule)
+    assert type(module.act) is nn.ReLU
+    assert "self.act(x)" in module.code
+    x = torch.tensor([[-1.0, 0.5, 2.0]])
+    y, skip = module(x)
+    assert torch.equal(y, torch.relu(x) * 2.0)
+    assert skip is x
+
+
+class Gated(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = nn.GRU(3, 4, batch_first=True)
+        self.gate = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out, h = self.gru(x)
+        return torch.sigmoid(self.gate(out)) * out, h
+
+
+def test_the_generated_code_calls_each_child_by_its_name() -> None:
+    model = Gated().eval()
+    back = round_trip(model, ["x"], ["y", "h"]).module
+    code = back.code
+    assert "self.gru(x)" in code
+    assert "self.gate(" in code
+    assert "getitem" in code  # the GRU's (y, h_n) taken apart
+    assert_same_outputs(model, back, torch.randn(2, 5, 3))
+
+
+def test_transformer_encoder_holds_the_imported_layers_and_keeps_its_settings() -> None:
+    layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    model = nn.TransformerEncoder(layer, 3, norm=nn.LayerNorm(8), enable_nested_tensor=False).eval()
+    with torch.no_grad():
+        model.layers[2].linear2.bias.fill_(0.25)
+    back = round_trip(model, ["src"], ["y"]).module
+    assert type(back) is nn.TransformerEncoder
+    assert len(back.layers) == back.num_layers == 3
+    assert torch.equal(back.layers[2].linear2.bias, model.layers[2].linear2.bias)
+    assert back.use_nested_tensor is False
+    assert back.enable_nested_tensor is False
+    assert type(back.norm) is nn.LayerNorm
+    mask = torch.triu(torch.full((4, 4), float("-inf")), diagonal=1)
+    x = torch.randn(2, 4, 8)
+    with torch.no_grad():
+        assert torch.equal(back(x, mask=mask), model(x, mask=mask))
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 6)
+        layer = nn.TransformerEncoderLayer(6, 2, 12, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.block = nn.Linear(6, 6)
+        self.out = nn.Linear(6, 2)
+
+    def forward(self, tokens: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.block(self.block(self.encoder(self.embed(tokens))))
+        return self.out(h) + bias, h
+
+
+def test_import_document_runs_the_model_inputs_to_its_outputs() -> None:
+    model = Net().eval()
+    document = trama.export_model(model, inputs=["tokens", "bias"], outputs=["logits", "hidden"])
+    module = import_document(document)
+    assert isinstance(module, DocumentModule)
+    assert set(module.state_dict()) == {f"root.{key}" for key in model.state_dict()}
+    tokens, bias = torch.randint(0, 10, (2, 5)), torch.randn(2)[:, None, None]
+    with torch.no_grad():
+        logits, hidden = module(tokens, bias)
+        expected = model(tokens, bias)
+    assert torch.equal(logits, expected[0])
+    assert torch.equal(hidden, expected[1])
+
+
+def test_node_modules_finds_every_node_with_a_module() -> None:
+    model = Net().eval()
+    document = trama.export_model(model, inputs=["tokens", "bias"], outputs=["logits", "hidden"])
+    module = import_document(document)
+    found = module.node_modules
+    assert found["root"] == "root"
+    assert found["root.encoder"] == "root.encoder"
+    assert found["root.encoder.layers_1"] == "root.encoder.layers.1"
+    assert found["root.block_1"] == found["root.block"] == "root.block"
+    assert found["root.add"] == "root.add"
+    for node_id, name in found.items():
+        assert module.get_submodule(name) is not None, node_id
+    assert set(found) == {node.id for node in document.nodes}
+
+
+def test_call_node_calls_leaves_composites_and_functions_alike() -> None:
+    model = Net().eval()
+    document = trama.export_model(model, inputs=["tokens", "bias"], outputs=["logits", "hidden"])
+    module = import_document(document)
+    by_id = {node.id: node for node in document.nodes}
+    x = torch.randn(2, 5, 6)
+
+    def call(node_id: str, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return call_node(by_id[node_id], module.get_submodule(module.node_modules[node_id]), values)
+
+    with torch.no_grad():
+        assert torch.equal(call("root.block", {"x": x})["y"], model.block(x))
+        assert torch.equal(call("root.encoder", {"src": x})["y"], model.encoder(x))
+        assert torch.equal(call("root.add", {"x": x, "other": x})["y"], x + x)
+        outputs = call("root", {"tokens": torch.randint(0, 10, (2, 5)), "bias": torch.zeros(1)})
+    assert list(outputs) == ["logits", "hidden"]
+
+
+def test_a_document_with_two_top_level_nodes() -> None:
+    first, second = nn.Linear(3, 2), nn.Linear(3, 2)
+    document = trama.loads(
+        trama.dumps(
+            trama.Model(
+                inputs=["x"],
+                outputs=[trama.Ref("a", "y"), trama.Ref("b", "y")],
+                nodes=[
+                    *_only_nodes(first, "a"),
+                    *_only_nodes(second, "b"),
+                ],
+                parameters={
+                    **trama.export_model(first, inputs=["x"], outputs=["y"], root="a").parameters,
+                    **trama.export_model(second, inputs=["x"], outputs=["y"], root="b").parameters,
+                },
+            )
+        )
+    )
+    module = import_document(document)
+    x = torch.randn(4, 3)
+    with torch.no_grad():
+        a, b = module(x)
+    assert torch.equal(a, first(x))
+    assert torch.equal(b, second(x))
+    assert module.node_modules == {"a": "a", "b": "b"}
+
+
+def _only_nodes(linear: nn.Linear, root: str) -> list[trama.Node]:
+    return trama.export_model(linear, inputs=["x"], outputs=["y"], root=root).nodes
+
+
+def test_a_graph_built_outside_an_import_says_what_it_needs() -> None:
+    node = trama.Node("g", "Graph", {}, ["y"], {}, {"y": trama.Ref("g.c", "y")})
+    with pytest.raises(trama.ImportModelError, match="children's nodes"):
+        graph(node, children={"c": nn.Identity()}, parameters={})
+
+
+def test_children_whose_names_python_or_graph_module_reserve_are_held_under_other_names() -> None:
+    layer = {"op": "Tanh", "outputs": ["y"], "parameters": {}, "output_bindings": None}
+    document = load(
+        {
+            "format_version": "1.0",
+            "inputs": ["a", "b"],
+            "outputs": [ref("net", "y0"), ref("net", "y1")],
+            "nodes": [
+                {
+                    "id": "net",
+                    "parent": None,
+                    "op": "Graph",
+                    "inputs": {"0": ref("%input", "a"), "self": ref("%input", "b")},
+                    "outputs": ["y0", "y1"],
+                    "parameters": {},
+                    "output_bindings": {"y0": ref("net.if", "y"), "y1": ref("net.code", "y")},
+                },
+                {"id": "net.if", "parent": "net", "inputs": {"x": ref("%input", "0")}, **layer},
+                {"id": "net.code", "parent": "net", "inputs": {"x": ref("%input", "self")}, **layer},
+            ],
+            "parameters": {},
+        }
+    )
+    module = import_document(document)
+    assert module.get_submodule("net").child_attributes == {"if": "if_", "code": "code_"}
+    assert module.node_modules == {"net": "net", "net.if": "net.if_", "net.code": "net.code_"}
+    a, b = torch.randn(3), torch.randn(3)
+    y0, y1 = module(a, b)
+    assert torch.equal(y0, torch.tanh(a))
+    assert torch.equal(y1, torch.tanh(b))
+
+
+def test_imported_composites_are_in_eval_mode() -> None:
+    model = Net().eval()
+    back = round_trip(model, ["tokens", "bias"], ["logits", "hidden"]).module
+    assert not any(module.training for module in back.modules())
