@@ -181,6 +181,21 @@ def test_a_module_called_twice_is_one_node_and_a_call() -> None:
     assert_same_outputs(model, back, torch.randn(4, 6))
 
 
+def test_a_sequential_holding_one_module_twice_calls_it_again() -> None:
+    """named_children() lists a repeated module once; the Sequential still runs it twice."""
+    shared = nn.Linear(4, 4)
+    model = nn.Sequential(shared, nn.ReLU(), shared).eval()
+    trip = round_trip(model, ["x"], ["y"])
+    assert [(node.id, node.calls) for node in trip.document.nodes] == [
+        ("root", None),
+        ("root.0", None),
+        ("root.1", None),
+        ("root.2", "root.0"),
+    ]
+    assert trip.module[0] is trip.module[2]
+    assert_same_outputs(model, trip.module, torch.randn(3, 4))
+
+
 class TwoHeads(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -82,7 +82,10 @@ def _export_sequential(sequential: nn.Sequential, ctx: ExportContext) -> NodeFra
     """The catalog's ``Sequential``: each child reads the previous one's ``y``."""
     inputs = _only_port(ctx, sequential, "x")
     current = Wire(Ref(INPUT, "x"))
-    for name, child in sequential.named_children():
+    # Not named_children(): it skips a module met before, and nn.Sequential(l, act, l) runs l twice.
+    for name, child in sequential._modules.items():
+        if child is None:
+            continue
         result = call_child(ctx, name, child, bind_module_call(child, f"{ctx.node_id}.{name}", (current,), {}))
         if not isinstance(result, Wire):
             raise ExportError(
