@@ -1,1 +1,56 @@
-"""trama-jax: trama documents as pure, jit-compiled JAX functions."""
+"""trama-jax: trama documents as pure, jit-compiled JAX functions.
+
+* ``trama.import_model(doc, registry=trama.registry("jax"))`` gives a :class:`JaxModule`: its
+  ``params`` are a pytree keyed by the document's entry names, ``apply(params, *inputs)`` is a
+  pure function that ``jax.jit`` and ``jax.grad`` accept, and ``to_model()`` /
+  ``trama.export_model`` give the document back with the current values.
+* :func:`build` turns a whole document into a :class:`JaxProgram` (the model's inputs to its
+  outputs), which is what the runtimes compile.
+* ``trama.runtime_for_name("jax:cpu")`` (and ``jax:gpu``, ``jax:tpu``, ``jax:metal``) runs a
+  document as one compiled program, with placement on devices and streaming states.
+
+Plugin discovery imports :mod:`trama_jax.plugin`, and so this package, whether or not anybody
+uses JAX: the names below are imported on first use, so that ``import trama_jax`` alone does not
+import JAX.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trama_jax.kernel import JaxKernel
+    from trama_jax.model import JaxComposite, JaxLeaf, JaxModule, JaxProgram, build
+    from trama_jax.runnable import JaxRunnable
+    from trama_jax.runtime import JaxRuntime
+
+__all__ = [
+    "JaxComposite",
+    "JaxKernel",
+    "JaxLeaf",
+    "JaxModule",
+    "JaxProgram",
+    "JaxRunnable",
+    "JaxRuntime",
+    "build",
+]
+
+#: Where each public name lives.
+_HOMES = {
+    "JaxKernel": "kernel",
+    "JaxComposite": "model",
+    "JaxLeaf": "model",
+    "JaxModule": "model",
+    "JaxProgram": "model",
+    "build": "model",
+    "JaxRunnable": "runnable",
+    "JaxRuntime": "runtime",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'trama_jax' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"trama_jax.{home}"), name)

@@ -3,7 +3,10 @@
 Each op module registers its factories when imported; :func:`implementations` imports them all,
 which the plugin does only when a jax registry is asked for, so that discovery stays cheap. A
 factory is called as ``factory(node, *, children, parameters)`` and returns a
-:class:`~trama_jax.kernel.JaxKernel`.
+:class:`~trama_jax.kernel.JaxKernel` (a leaf) or a :class:`~trama_jax.model.JaxModule` (a
+composite, built from its children). The registry hands out each factory wrapped by
+:func:`~trama_jax.model.bind_kernel`, so that importing gives a module that knows its node:
+``_FACTORIES`` keeps the kernel factories themselves, for kernels' own tests.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ Factory = Callable[..., Any]
 F = TypeVar("F", bound=Factory)
 
 _FACTORIES: dict[str, Factory] = {}
-_OP_MODULES = ("layers", "sequence", "activations", "functions")
+_OP_MODULES = ("layers", "sequence", "activations", "functions", "model")
 
 
 def implements(*names: str) -> Callable[[F], F]:
@@ -39,10 +42,12 @@ def implements(*names: str) -> Callable[[F], F]:
 
 
 def implementations() -> Mapping[str, Factory]:
-    """Every JAX implementation, by op name."""
+    """Every JAX implementation, by op name, as the registry offers it (see the module's doc)."""
     for module in _OP_MODULES:
         importlib.import_module(f"trama_jax.{module}")
-    return dict(_FACTORIES)
+    from trama_jax.model import bind_kernel
+
+    return {name: bind_kernel(factory) for name, factory in _FACTORIES.items()}
 
 
 def tensor_slots(parameters: Mapping[str, Parameter]) -> tuple[str, ...]:
