@@ -209,7 +209,7 @@ def test_validate_external_weights(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_validate_skips_the_schema_for_a_newer_minor(tmp_path: Path, doc: dict[str, Any], capsys: Any) -> None:
-    """A newer minor may add fields this reader ignores; the 1.0 schema would wrongly refuse them."""
+    """A newer minor may add fields this reader ignores; this reader's schema would wrongly refuse them."""
     doc["format_version"] = "1.7"
     doc["added_in_1_7"] = {"anything": True}
     path = write_doc(tmp_path, "newer.trama.json", doc)
@@ -223,9 +223,9 @@ def test_legacy_fixtures_validate_and_render(path: Path, capsys: pytest.CaptureF
     assert capsys.readouterr().out == f"{path}: ok\n"
     assert main(["ssa", str(path)]) == 0
     version = path.parent.name.replace("v", "").replace("_", ".")
-    assert capsys.readouterr().out.startswith(f"# trama format {version} (read as 1.0)\n")
+    assert capsys.readouterr().out.startswith(f"# trama format {version} (read as {trama.FORMAT_VERSION})\n")
     assert main(["info", str(path)]) == 0
-    assert f"format      {version} (this trama writes 1.0)\n" in capsys.readouterr().out
+    assert f"format      {version} (this trama writes {trama.FORMAT_VERSION})\n" in capsys.readouterr().out
 
 
 # --- ssa and info -------------------------------------------------------------------------
@@ -250,7 +250,7 @@ def test_info(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_info_json(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["info", "--json", str(good)]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["format_version"] == "1.0"
+    assert data["format_version"] == trama.FORMAT_VERSION
     assert data["node_count"] == 4
     assert data["learnable"]["bytes"] == 268
 

@@ -305,21 +305,22 @@ def test_sharing_by_name() -> None:
     assert model.parameters["dims.hidden"] == trama.Parameter(3, learnable=False)
 
 
-def test_a_module_used_twice_shares_its_weights(toy_registry: OpRegistry) -> None:
+def test_a_module_used_twice_is_one_node_and_a_call(toy_registry: OpRegistry) -> None:
+    # Since format 1.1 the second use is a calling node, not a second copy sharing entries.
     rng = np.random.default_rng(5)
     layer = toylayers.Linear(rng.standard_normal((4, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32))
     module = toylayers.Sequential(layer, toylayers.ReLU(), layer)
     model = export(module, registry=toy_registry)
     first, second = model.node("root.layers_0"), model.node("root.layers_2")
-    assert first.parameters["weight"] == second.parameters["weight"]
-    assert first.parameters["bias"] == second.parameters["bias"]
-    assert first.parameters["in_features"] != second.parameters["in_features"]  # scalars: separate
-    assert len([v for v in model.parameters.values() if isinstance(v.value, trama.Tensor)]) == 2
+    assert first.calls is None
+    assert second.calls == "root.layers_0"
+    assert (second.op, second.outputs, second.parameters) == ("Linear", ["y"], {})
+    assert second.inputs == {"x": trama.Ref("root.layers_1", "y")}
+    assert sorted(model.parameters) == sorted(f"root.layers_0.{slot}" for slot in first.parameters)
 
     back = trama.loads(trama.dumps(model))
     instance = trama.import_model(back, registry=toy_registry)
-    assert instance.layers[0].weight is instance.layers[2].weight
-    assert instance.layers[0].bias is instance.layers[2].bias
+    assert instance.layers[0] is instance.layers[2]
     assert np.array_equal(instance(inputs()), module(inputs()))
 
 

@@ -45,7 +45,7 @@ def test_toy_mlp_assignments() -> None:
 def test_toy_mlp_header_and_parameter_table() -> None:
     text = to_ssa(toy_mlp())
     lines = text.splitlines()
-    assert lines[0] == "# trama format 1.0"
+    assert lines[0] == f"# trama format {trama.FORMAT_VERSION}"
     assert "# producer: trama " + trama.__version__ in lines
     assert "model(x) -> %root.y" in lines
     table = scope_lines(text, "parameters: 8 entries, 4 learnable")
@@ -111,7 +111,7 @@ def test_edge_cases_render() -> None:
     text = to_ssa(edge_case_model())
     lines = text.splitlines()
     assert lines[:5] == [
-        "# trama format 1.0",
+        f"# trama format {trama.FORMAT_VERSION}",
         "# producer: handmade",
         "# framework: numpy 2.0",
         "# metadata: notes",
@@ -177,7 +177,9 @@ def test_invalid_models_still_render_every_node() -> None:
 
 def test_empty_table_and_leaf_root() -> None:
     model = Model(["x"], [Ref(INPUT, "x")], [], {})
-    assert to_ssa(model) == "# trama format 1.0\nmodel(x) -> x\n\nparameters: none\n\nmodel(x):\n  return x\n"
+    assert to_ssa(model) == (
+        f"# trama format {trama.FORMAT_VERSION}\nmodel(x) -> x\n\nparameters: none\n\nmodel(x):\n  return x\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -205,7 +207,8 @@ def test_format_ref() -> None:
 def test_legacy_nested_fixture() -> None:
     text = to_ssa(trama.load(LEGACY / "v0_2" / "nested.trama.json"))
     assert text.startswith(
-        "# trama format 0.2 (read as 1.0)\nmodel(a, b) -> (%root.y_lo, %root.y_hi, %root.skip, %root.b_out)\n"
+        f"# trama format 0.2 (read as {trama.FORMAT_VERSION})\n"
+        "model(a, b) -> (%root.y_lo, %root.y_hi, %root.skip, %root.b_out)\n"
     )
     assert "  return h=%root.enc.block.y, skip=x\n" in text
     assert re.search(r"\n  %root\.split\.lo, %root\.split\.hi +=\ Split2\(x=%root\.head\.y\) +\{dim\}\n", text)

@@ -118,7 +118,7 @@ def test_render_text() -> None:
     assert "frozen      4 entries, 0 elements, 0 B" in lines
     assert "dtypes      float32 268 B" in lines
     assert text.endswith("\n")
-    assert "format      0.2 (this trama writes 1.0)" in render_summary(
+    assert f"format      0.2 (this trama writes {trama.FORMAT_VERSION})" in render_summary(
         summarize(trama.load(LEGACY / "v0_2" / "tiny.trama.json"))
     )
 

@@ -180,36 +180,41 @@ def test_a_document_with_a_call_inside_a_graph_runs_when_built_whole() -> None:
         np.testing.assert_allclose(grads[name], expected, **TOL)
 
 
-class _WithNodes(dict[str, Any]):
-    """A children mapping that also gives the children's nodes, as ``children.nodes``."""
-
-    nodes: Mapping[str, Node]
-
-
 def test_the_graph_factory_wires_a_calling_child_by_the_node_it_is_given() -> None:
     net = Twice()
     document = export(net)
     program = build(document)
     (root,) = program.members
     assert isinstance(root.module, JaxComposite)
-    children = _WithNodes(root.module.children)
-    children.nodes = {member.name: member.node for member in root.module.members}
+    children = trama.Children(root.module.children, {member.name: member.node for member in root.module.members})
     factory = trama.registry("jax")["Graph"].factory
     rebuilt = factory(root.node, children=children, parameters={})
     x = data(3, 4)
     np.testing.assert_allclose(call(rebuilt, x), run_torch(net, x), **TOL)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=trama.ImportModelError,
-    reason="the importer does not give a Graph's factory its calling child's node (children.nodes) yet",
-)
+def test_a_graph_factory_called_without_the_children_nodes_says_what_it_needs() -> None:
+    program = build(export(Twice()))
+    (root,) = program.members
+    factory = trama.registry("jax")["Graph"].factory
+    with pytest.raises(trama.ImportModelError, match=r"children\.nodes"):
+        factory(root.node, children=dict(root.module.children), parameters={})
+
+
 def test_a_graph_with_a_call_imports() -> None:
     net = Twice()
     module = to_jax(export(net))
     x = data(3, 4)
     np.testing.assert_allclose(call(module, x), run_torch(net, x), **TOL)
+
+
+def test_an_imported_document_exports_back_with_its_metadata() -> None:
+    document = export(Twice())
+    document.metadata["note"] = "kept"
+    module = to_jax(document)
+    again = module.to_model()
+    assert again.metadata == document.metadata
+    assert again.inputs == document.inputs
 
 
 # --- Back to a document ---------------------------------------------------------------------

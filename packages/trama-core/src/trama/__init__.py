@@ -24,7 +24,7 @@ from trama.errors import (
     WeightsFileError,
 )
 from trama.export import ExportContext, export_model
-from trama.importer import import_model
+from trama.importer import Children, import_model
 from trama.model import INPUT, Model, Node, Parameter, ParameterValue, Ref, ValueFact
 from trama.opregistry import OpRegistry, OpSpec, ParameterSchema
 from trama.plugins import registry
@@ -37,6 +37,7 @@ from trama.validation import collect_errors, validate
 from trama.version import FORMAT_VERSION, __version__
 
 __all__ = [
+    "Children",
     "FORMAT_VERSION",
     "INPUT",
     "ExecutionError",

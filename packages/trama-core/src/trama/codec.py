@@ -34,6 +34,13 @@ _TOP_KEYS = frozenset(
 )
 _NODE_KEYS = frozenset({"id", "parent", "op", "inputs", "outputs", "parameters", "output_bindings", "metadata"})
 _REQUIRED_NODE_KEYS = ("id", "parent", "op", "inputs", "outputs", "parameters", "output_bindings")
+#: A calling node (``docs/format.md``, "Calling nodes") has ``calls`` in place of the two members
+#: that describe a node's own contents: those are its target's.
+_CALL_KEYS = frozenset({"id", "parent", "op", "calls", "inputs", "outputs", "metadata"})
+_REQUIRED_CALL_KEYS = ("id", "parent", "op", "calls", "inputs", "outputs")
+_NOT_IN_CALLS = ("parameters", "output_bindings")
+#: The first format version with calling nodes.
+_CALLS_SINCE = (1, 1)
 
 
 def parse_format_version(raw: Any) -> tuple[int, int]:
@@ -81,7 +88,8 @@ def decode_document(
     strict = minor <= FORMAT_MINOR or major < FORMAT_MAJOR
     if strict:
         _no_unknown_keys(raw, _TOP_KEYS, "")
-    decoder = _Decoder(resolve_external, strict, blobs or {})
+    calls = (major, minor) >= _CALLS_SINCE
+    decoder = _Decoder(resolve_external, strict, blobs or {}, None if calls else source_version)
     inputs = decoder.names(_field(raw, "inputs", ""), "/inputs")
     outputs = decoder.ref_list(_field(raw, "outputs", ""), "/outputs")
     nodes = decoder.nodes(_field(raw, "nodes", ""))
@@ -199,10 +207,18 @@ def _no_unknown_keys(obj: dict[str, Any], allowed: frozenset[str], where: str) -
 class _Decoder:
     """One decoding pass; methods take the raw value and its JSON Pointer location."""
 
-    def __init__(self, resolve_external: ExternalResolver | None, strict: bool, blobs: dict[str, memoryview]) -> None:
+    def __init__(
+        self,
+        resolve_external: ExternalResolver | None,
+        strict: bool,
+        blobs: dict[str, memoryview],
+        without_calls: str | None = None,
+    ) -> None:
         self.resolve_external = resolve_external
         self.strict = strict
         self.blobs = blobs
+        #: The document's version when it predates calling nodes (``None``: calls are allowed).
+        self.without_calls = without_calls
 
     def names(self, value: Any, where: str) -> list[str]:
         if type(value) is not list:
@@ -244,7 +260,10 @@ class _Decoder:
         return result
 
     def node(self, raw: dict[str, Any], here: str) -> Node:
-        if len(raw) != 7 or "metadata" in raw:
+        calling = "calls" in raw
+        if calling:
+            self.check_call_members(raw, here)
+        elif len(raw) != 7 or "metadata" in raw:
             for key in _REQUIRED_NODE_KEYS:
                 _field(raw, key, here)
             if self.strict:
@@ -254,8 +273,8 @@ class _Decoder:
             parent = raw["parent"]
             op = raw["op"]
             outputs = raw["outputs"]
-            slots = raw["parameters"]
-            bindings = raw["output_bindings"]
+            slots = {} if calling else raw["parameters"]
+            bindings = None if calling else raw["output_bindings"]
             inputs = self.ref_map(raw["inputs"], f"{here}/inputs")
         except KeyError as exc:
             raise SchemaError(f"missing required field {exc.args[0]!r}", location=here) from None
@@ -287,7 +306,33 @@ class _Decoder:
         metadata = raw.get("metadata")
         if metadata is not None:
             metadata = self.metadata(metadata, f"{here}/metadata")
-        return Node(node_id, op, inputs, outputs, parameters, output_bindings, metadata)
+        calls = raw["calls"] if calling else None
+        if calling and type(calls) is not str:
+            raise SchemaError(f"calls must be a node id (a string), got {_short(calls)}", location=f"{here}/calls")
+        return Node(node_id, op, inputs, outputs, parameters, output_bindings, metadata, calls)
+
+    def check_call_members(self, raw: dict[str, Any], here: str) -> None:
+        """A calling node's members: those of a node minus its own contents, plus ``calls``.
+
+        ``parameters`` and ``output_bindings`` are refused even in a newer minor (where unknown
+        members are ignored): they are known members, and on a call they would be ambiguous.
+        """
+        if self.without_calls is not None:
+            raise SchemaError(
+                f"'calls' is new in format {_CALLS_SINCE[0]}.{_CALLS_SINCE[1]}; "
+                f"this document declares format {self.without_calls}",
+                location=f"{here}/calls",
+            )
+        for key in _REQUIRED_CALL_KEYS:
+            _field(raw, key, here)
+        for key in _NOT_IN_CALLS:
+            if key in raw:
+                raise SchemaError(
+                    f"a calling node has no {key}: it computes with those of the node it calls",
+                    location=f"{here}/{key}",
+                )
+        if self.strict:
+            _no_unknown_keys(raw, _CALL_KEYS, here)
 
     def parameters(self, value: Any) -> dict[str, Parameter]:
         if type(value) is not dict:
@@ -484,17 +529,20 @@ def _encode_fact(fact: ValueFact | None) -> dict[str, Any] | None:
 
 
 def _encode_node(node: Node) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": node.id,
-        "parent": node.parent,
-        "op": node.op,
-        "inputs": {port: _encode_ref(ref) for port, ref in node.inputs.items()},
-        "outputs": list(node.outputs),
-        "parameters": {slot: {"name": key} for slot, key in node.parameters.items()},
-        "output_bindings": None
-        if node.output_bindings is None
-        else {name: _encode_ref(ref) for name, ref in node.output_bindings.items()},
-    }
+    """A node's members in the order the format lists them; a calling node has ``calls`` after
+    ``op`` and no ``parameters`` or ``output_bindings`` (validation has checked it has none)."""
+    out: dict[str, Any] = {"id": node.id, "parent": node.parent, "op": node.op}
+    if node.calls is not None:
+        out["calls"] = node.calls
+    out["inputs"] = {port: _encode_ref(ref) for port, ref in node.inputs.items()}
+    out["outputs"] = list(node.outputs)
+    if node.calls is None:
+        out["parameters"] = {slot: {"name": key} for slot, key in node.parameters.items()}
+        out["output_bindings"] = (
+            None
+            if node.output_bindings is None
+            else {name: _encode_ref(ref) for name, ref in node.output_bindings.items()}
+        )
     if node.metadata is not None:
         out["metadata"] = node.metadata
     return out

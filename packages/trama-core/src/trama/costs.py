@@ -3,7 +3,8 @@
 Parameter counts come from the table (an entry shared by several nodes counts once in the
 total). Multiply-adds need the shapes a run produced, and a formula per op: the ops whose
 cost is a clear product (dense, bilinear, convolutions, matmul) have one here; other ops report
-``null`` rather than a guess.
+``null`` rather than a guess. A calling node costs what it runs, a copy of its target: its row
+sums the time and multiply-adds of its own run and counts its target's parameters.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from trama.calls import expand_calls
 from trama.model import Model, Node
 from trama.tensor import Tensor
 
@@ -74,16 +76,22 @@ def static_costs(
     *,
     runtime: str,
 ) -> dict[str, Any]:
-    """The profile document: per node calls, time, parameters and multiply-adds; totals."""
+    """The profile document: per node calls, time, parameters and multiply-adds; totals.
+
+    ``calls``, ``seconds`` and ``shapes`` are by the id of the leaf that ran, as in the
+    execution plan: inside an expanded call that is a copy's id (see :mod:`trama.calls`).
+    Those rows add up into their calling node's; the document lists the model's nodes only.
+    """
     table = model.parameters
-    own: dict[str, set[str]] = {node.id: {key for key in node.parameters.values()} for node in model.nodes}
-    subtree_entries: dict[str, set[str]] = {node.id: set(own[node.id]) for node in model.nodes}
+    expanded, _ = expand_calls(model)
+    subtree_entries: dict[str, set[str]] = {node.id: set(node.parameters.values()) for node in expanded}
+    kinds = {node.id: "leaf" if node.output_bindings is None else "composite" for node in expanded}
     leaf_macs: dict[str, int | None] = {}
-    for node in model.nodes:
+    for node in expanded:
         if node.output_bindings is None:
             leaf_macs[node.id] = _macs(node, model, shapes.get(node.id))
     rows: dict[str, dict[str, Any]] = {}
-    for node in reversed(model.nodes):  # children before parents: sums flow upwards
+    for node in reversed(expanded):  # children before parents: sums flow upwards
         entries = subtree_entries[node.id]
         row = rows.setdefault(node.id, {"calls": 0, "seconds": 0.0, "macs": 0})
         if node.output_bindings is None:
@@ -105,7 +113,7 @@ def static_costs(
             {
                 "id": node.id,
                 "op": node.op,
-                "kind": "leaf" if node.output_bindings is None else "composite",
+                "kind": kinds[node.id],
                 "calls": row["calls"],
                 "seconds": row["seconds"],
                 "parameters": count,

@@ -6,6 +6,12 @@ each value gets a slot number. The leaves are then ordered by their data depende
 is a single loop over that list: read input slots, call the kernel, write output slots. No
 composite is visited at run time, so a traced custom module needs no class of its own to run,
 and the walk costs a few microseconds per leaf.
+
+A calling node runs as a copy of what it calls (:func:`trama.calls.expand_calls`): its copied
+leaves get steps of their own, ids under the caller's (``root.again.fc`` for the ``fc`` inside
+the called ``root.block``), so each call has its own value slots and, for a stateful kernel, its
+own state. They share the kernel object built for the original leaf: a kernel is its parameters
+bound, and calls share parameters.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trama.calls import expand_calls
 from trama.errors import ExecutionError, TramaError
 from trama.importer import build_node
 from trama.kernels import StatefulKernel
@@ -97,9 +104,11 @@ class ExecutionPlan:
 
 def build_plan(model: Model, registry: OpRegistry) -> ExecutionPlan:
     """Resolve the wiring of a (validated) model and build every leaf's kernel with the factory
-    ``registry`` holds for its op."""
-    by_id = {node.id: node for node in model.nodes}
-    leaves = [node for node in model.nodes if node.output_bindings is None]
+    ``registry`` holds for its op. Calls are expanded first; a step's ``node`` is then the copy
+    that runs (its id says where: the caller's id, or a path under it)."""
+    nodes, origin = expand_calls(model)
+    by_id = {node.id: node for node in nodes}
+    leaves = [node for node in nodes if node.output_bindings is None]
     slots: dict[tuple[str, str], int] = {}
     slot_names: list[str] = []
 
@@ -145,9 +154,13 @@ def build_plan(model: Model, registry: OpRegistry) -> ExecutionPlan:
     table = model.parameters
     steps: list[Step] = []
     producer: dict[int, int] = {}
+    kernels: dict[str, Any] = {}  # by the id of the original leaf, which copies share
     for leaf in leaves:
-        parameters = {slot: table[key] for slot, key in leaf.parameters.items()}
-        kernel = build_node(leaf, registry, children={}, parameters=parameters)
+        source = by_id[origin.get(leaf.id, leaf.id)]
+        kernel = kernels.get(source.id)
+        if kernel is None:
+            parameters = {slot: table[key] for slot, key in source.parameters.items()}
+            kernel = kernels[source.id] = build_node(source, registry, children={}, parameters=parameters)
         step = Step(
             node=leaf,
             kernel=kernel,

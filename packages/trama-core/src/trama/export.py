@@ -4,7 +4,8 @@ Export walks the object tree top-down. Each object describes its own node throug
 ``to_node(ctx)`` (the :class:`~trama.ExportableOp` protocol) or through an exporter registered in
 the :class:`~trama.OpRegistry`; composites export their children with ``ctx.child(...)`` and
 bind their outputs to the references it returns. The context owns naming and sharing, so that
-one weight object used by two modules becomes a single table entry.
+one weight object used by two modules becomes a single table entry, and one module object used
+in two places becomes one node and a *calling node* to it (``docs/format.md``, "Calling nodes").
 """
 
 from __future__ import annotations
@@ -34,6 +35,18 @@ class _ExportSession:
         self.parameters: dict[str, Parameter] = {}
         # id(key) -> (key, entry name); the key is kept alive so its id cannot be reused.
         self.shared: dict[int, tuple[Any, str]] = {}
+        # id(object) -> (object, node id) for every object exported so far, kept alive likewise.
+        self.exported: dict[int, tuple[Any, str]] = {}
+        # Finished nodes by id, for calls to find their target.
+        self.by_id: dict[str, Node] = {}
+        # The nodes being exported now, outermost first (the ancestors of the next node), with
+        # their objects' ids: an object among them that is exported again contains itself.
+        self.active: list[tuple[str, int]] = []
+
+    def add(self, slot: int, node: Node) -> None:
+        """Put a finished node in its reserved place."""
+        self.nodes[slot] = node
+        self.by_id[node.id] = node
 
     def entry(self, default_name: str, value: Any) -> str:
         """Add (or find) the table entry for one slot value and return its name."""
@@ -133,14 +146,88 @@ class ExportContext:
         ``inputs`` maps the child's input ports to refs in this scope (``ctx.input("x")`` or an
         earlier child's output). Children must be added in an order where every reference
         points to an earlier child.
+
+        An object this export has already exported (the same object, by identity) becomes a
+        calling node to the node it was exported as (:meth:`call`), so ``Sequential(l, relu, l)``
+        gives ``root.2`` calling ``root.0``: one module, run twice. That needs the same
+        connected ports and outputs as the first use; where they differ, the object is
+        exported again instead (a node of its own, sharing its parameter entries). An object
+        that is one of this node's ancestors (a module containing itself) is an
+        :class:`~trama.ExportError`.
         """
-        return _export_object(
-            self._session,
-            obj,
-            f"{self.node_id}.{name}",
-            inputs,
-            list(outputs) if outputs is not None else None,
+        node_id = f"{self.node_id}.{name}"
+        wanted = list(outputs) if outputs is not None else None
+        session = self._session
+        for ancestor, key in session.active:
+            if key == id(obj):
+                raise ExportError(
+                    f"{type(obj).__qualname__} at {node_id!r} is the object being exported at {ancestor!r}, "
+                    "one of its ancestors: a module cannot contain itself",
+                    node_id=node_id,
+                )
+        earlier = self.exported(obj)
+        if earlier is not None:
+            target = session.by_id[earlier]
+            if set(inputs) == set(target.inputs) and (wanted is None or wanted == target.outputs):
+                return self.call(name, earlier, inputs)
+        return _export_object(session, obj, node_id, inputs, wanted)
+
+    def call(
+        self,
+        name: str,
+        target: str,
+        inputs: Mapping[str, Ref],
+        outputs: Iterable[str] | None = None,
+    ) -> dict[str, Ref]:
+        """Add the child ``name`` as a call of the node ``target`` and return refs to its outputs.
+
+        The calling node computes what ``target`` computes, on ``inputs`` (refs in this scope,
+        as for :meth:`child`, connecting the same ports as the target). Its op and outputs are
+        the target's; ``outputs``, when given, must equal them. The target must have been
+        exported already, anywhere in the tree, and must not be this node or one of its
+        ancestors (a call cannot recurse). A target that is itself a call is followed to the
+        node it calls.
+        """
+        session = self._session
+        node_id = f"{self.node_id}.{name}"
+        if any(active == target for active, _ in session.active):
+            raise ExportError(
+                f"{node_id!r} cannot call {target!r}: that node is being exported and would contain its own "
+                "call (a call cannot recurse)",
+                node_id=node_id,
+            )
+        node = session.by_id.get(target)
+        if node is None:
+            raise ExportError(
+                f"{node_id!r} calls {target!r}, which has not been exported (a call's target must be exported first)",
+                node_id=node_id,
+            )
+        if node.calls is not None:
+            node = session.by_id[node.calls]
+        wanted = list(outputs) if outputs is not None else None
+        if wanted is not None and wanted != node.outputs:
+            raise ExportError(
+                f"{node_id!r} asks for outputs {wanted}, but {node.id!r}, which it calls, has {node.outputs}",
+                node_id=node_id,
+            )
+        if set(inputs) != set(node.inputs):
+            raise ExportError(
+                f"{node_id!r} connects ports {sorted(inputs)}, but {node.id!r}, which it calls, connects "
+                f"{sorted(node.inputs)}",
+                node_id=node_id,
+            )
+        session.nodes.append(None)
+        session.add(
+            len(session.nodes) - 1,
+            Node(node_id, node.op, dict(inputs), list(node.outputs), {}, None, None, calls=node.id),
         )
+        return {output: Ref(node_id, output) for output in node.outputs}
+
+    def exported(self, obj: Any) -> str | None:
+        """The id of the node ``obj`` (this very object) was exported as earlier in this export,
+        or ``None``. Objects still being exported (this node and its ancestors) are not there yet."""
+        found = self._session.exported.get(id(obj))
+        return found[1] if found is not None else None
 
     def parameter(self, value: Any, *, slot: str) -> str:
         """Add a value to the table now and return its entry name (rarely needed: values in
@@ -185,7 +272,11 @@ def _export_object(
     slot = len(session.nodes)
     session.nodes.append(None)  # the parent comes before its children: reserve its place
     ctx = ExportContext(session, node_id, inputs, output_names)
-    fragment = _fragment_for(obj, ctx)
+    session.active.append((node_id, id(obj)))
+    try:
+        fragment = _fragment_for(obj, ctx)
+    finally:
+        session.active.pop()
     outputs = list(fragment.outputs if fragment.outputs is not None else output_names or [])
     if output_names is not None and outputs != output_names:
         raise ExportError(
@@ -195,15 +286,19 @@ def _export_object(
     parameters = {
         slot_name: session.entry(f"{node_id}.{slot_name}", value) for slot_name, value in fragment.parameters.items()
     }
-    session.nodes[slot] = Node(
-        id=node_id,
-        op=fragment.op,
-        inputs=dict(fragment.inputs if fragment.inputs is not None else ctx.inputs),
-        outputs=outputs,
-        parameters=parameters,
-        output_bindings=dict(fragment.output_bindings) if fragment.output_bindings is not None else None,
-        metadata=fragment.metadata,
+    session.add(
+        slot,
+        Node(
+            id=node_id,
+            op=fragment.op,
+            inputs=dict(fragment.inputs if fragment.inputs is not None else ctx.inputs),
+            outputs=outputs,
+            parameters=parameters,
+            output_bindings=dict(fragment.output_bindings) if fragment.output_bindings is not None else None,
+            metadata=fragment.metadata,
+        ),
     )
+    session.exported.setdefault(id(obj), (obj, node_id))
     return {name: Ref(node_id, name) for name in outputs}
 
 

@@ -4,12 +4,14 @@ A :class:`Model` mirrors the JSON document one to one (see ``docs/format.md``): 
 outputs, a flat list of :class:`Node` in topological order whose dotted ids encode the tree, and
 one table of :class:`Parameter` entries that node slots refer to by name. Sharing is identity:
 two slots naming the same entry share one value, which is how tied weights survive a round trip.
+A module used in two places is one node *called* from the other: a node whose ``calls`` names
+it computes what it computes, on its own inputs (see :mod:`trama.calls`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeAlias
 
@@ -24,6 +26,7 @@ __all__ = [
     "ParameterValue",
     "Ref",
     "ValueFact",
+    "children_by_parent",
     "parent_of",
 ]
 
@@ -107,6 +110,14 @@ class Node:
     ``parameters`` maps the op's slot names to keys of the model's parameter table.
     ``output_bindings`` is ``None`` for a leaf; for a composite it binds each declared output to
     a child's output or to one of the composite's own inputs.
+
+    ``calls`` names another node (the *target*) when this node is a call of it: the same module
+    used a second time, for example ``block(block(x))``. A calling node computes exactly what
+    its target computes (same op, same parameter entries, for a composite target the same
+    children and wiring) on its own ``inputs``. It has no parameters of its own (``parameters``
+    stays empty), no ``output_bindings`` and no children; its ``op`` and ``outputs`` repeat the
+    target's so that a reader sees what it computes without following the call. The field comes
+    last, with a default, so that code written before calls existed builds nodes unchanged.
     """
 
     id: str
@@ -116,6 +127,7 @@ class Node:
     parameters: dict[str, str] = field(default_factory=dict)
     output_bindings: dict[str, Ref] | None = None
     metadata: dict[str, JSONValue] | None = None
+    calls: str | None = None
 
     @property
     def parent(self) -> str | None:
@@ -129,7 +141,22 @@ class Node:
 
     @property
     def is_composite(self) -> bool:
+        """Whether this node has children (a calling node never does, even when its target has)."""
         return self.output_bindings is not None
+
+    @property
+    def is_call(self) -> bool:
+        """Whether this node is a call of another node (``calls`` is set)."""
+        return self.calls is not None
+
+
+def children_by_parent(nodes: Iterable[Node]) -> dict[str | None, list[Node]]:
+    """Direct children of every scope (``None``: the top level), each in document order, in
+    one pass (``Model.children`` rescans every node for each scope)."""
+    children: dict[str | None, list[Node]] = {}
+    for node in nodes:
+        children.setdefault(node.parent, []).append(node)
+    return children
 
 
 def parent_of(node_id: str) -> str | None:

@@ -72,8 +72,9 @@ class ImportableOp(Protocol):
 
     @classmethod
     def from_node(cls, node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Any:
-        """Build an instance. ``children`` maps child names to built objects (document order);
-        ``parameters`` maps slot names to table entries — slots that share an entry receive
+        """Build an instance. ``children`` maps child names to built objects (document order;
+        a child that is a call of another node is that node's very object, so one object may
+        appear under two names); ``parameters`` maps slot names to table entries — slots that share an entry receive
         the very same :class:`~trama.Parameter` object, and ``numpy.asarray(p.value)`` the same
         array."""
         ...

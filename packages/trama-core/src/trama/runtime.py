@@ -109,7 +109,9 @@ def runtime_for_name(name: str) -> Runtime:
     kinds = DEVICE_ALIASES.get(name)
     for runtime in registered:
         candidate = (
-            (runtime if runtime.device.split(":")[0] in kinds else None) if kinds is not None else runtime.for_name(name)
+            (runtime if runtime.device.split(":")[0] in kinds else None)
+            if kinds is not None
+            else runtime.for_name(name)
         )
         if candidate is not None and candidate.is_available():
             return candidate

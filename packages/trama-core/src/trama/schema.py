@@ -17,6 +17,17 @@ __all__ = ["json_schema"]
 
 _DOTTED = r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$"
 _NAME = r"^[A-Za-z0-9_]+$"
+_VERSIONS = rf"^{FORMAT_MAJOR}\.({'|'.join(str(minor) for minor in range(FORMAT_MINOR + 1))})$"
+
+#: The members every node has, whether it is a calling node or not.
+_NODE_MEMBERS: dict[str, Any] = {
+    "id": {"type": "string", "pattern": _DOTTED},
+    "parent": {"anyOf": [{"type": "null"}, {"type": "string", "pattern": _DOTTED}]},
+    "op": {"type": "string", "minLength": 1},
+    "inputs": {"$ref": "#/$defs/refs"},
+    "outputs": {"type": "array", "items": {"type": "string", "pattern": _NAME}, "uniqueItems": True},
+    "metadata": {"$ref": "#/$defs/metadata"},
+}
 
 _SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -27,8 +38,10 @@ _SCHEMA: dict[str, Any] = {
     "required": ["format_version", "inputs", "outputs", "nodes", "parameters"],
     "additionalProperties": False,
     "properties": {
-        # Exactly this version: a newer minor may add fields that additionalProperties would refuse.
-        "format_version": {"type": "string", "pattern": rf"^{FORMAT_MAJOR}\.{FORMAT_MINOR}$"},
+        # This version or an older minor of it: a newer minor may add fields that
+        # additionalProperties would refuse. (Members new in a minor, like "calls" in 1.1, are
+        # refused in older-minor documents by the decoder, not here.)
+        "format_version": {"type": "string", "pattern": _VERSIONS},
         "metadata": {"$ref": "#/$defs/metadata"},
         "opsets": {
             "type": "object",
@@ -75,14 +88,26 @@ _SCHEMA: dict[str, Any] = {
         },
         "node": {
             "type": "object",
+            "description": "A calling node when it has 'calls', else a leaf or a composite.",
+            "if": {"required": ["calls"]},
+            "then": {"$ref": "#/$defs/calling_node"},
+            "else": {"$ref": "#/$defs/block_node"},
+        },
+        "calling_node": {
+            "type": "object",
+            "description": "Computes what the node named by 'calls' computes, on its own inputs; its op and "
+            "outputs repeat that node's, and it has no parameters, bindings or children of its own.",
+            "required": ["id", "parent", "op", "calls", "inputs", "outputs"],
+            "additionalProperties": False,
+            "properties": {**_NODE_MEMBERS, "calls": {"type": "string", "pattern": _DOTTED}},
+        },
+        "block_node": {
+            "type": "object",
+            "description": "A leaf (output_bindings null) or a composite.",
             "required": ["id", "parent", "op", "inputs", "outputs", "parameters", "output_bindings"],
             "additionalProperties": False,
             "properties": {
-                "id": {"type": "string", "pattern": _DOTTED},
-                "parent": {"anyOf": [{"type": "null"}, {"type": "string", "pattern": _DOTTED}]},
-                "op": {"type": "string", "minLength": 1},
-                "inputs": {"$ref": "#/$defs/refs"},
-                "outputs": {"type": "array", "items": {"type": "string", "pattern": _NAME}, "uniqueItems": True},
+                **_NODE_MEMBERS,
                 "parameters": {
                     "type": "object",
                     "propertyNames": {"pattern": _NAME},
@@ -94,7 +119,6 @@ _SCHEMA: dict[str, Any] = {
                     },
                 },
                 "output_bindings": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/refs"}]},
-                "metadata": {"$ref": "#/$defs/metadata"},
             },
         },
         "entry": {

@@ -19,24 +19,27 @@ parameters exist and how big they are, and how each scope is wired. Layout::
       return %root.y
 
     scope root = Sequential(x) -> (y):
-      %root.lin.y   = Linear(x=x)              {in, weight, bias}
-      %root.relu.y  = ReLU(x=%root.lin.y)
-      return y=%root.relu.y
+      %root.lin.y    = Linear(x=x)                   {in, weight, bias}
+      %root.relu.y   = ReLU(x=%root.lin.y)
+      %root.again.y  = call root.lin(x=%root.relu.y)  # Linear
+      return y=%root.again.y
 
 Reading rules: inside a scope, a bare name (``x``) is an input of that scope and ``%a.b.out``
 is output ``out`` of node ``a.b``. Parameter slots are listed in braces; a bare slot name uses
 the entry named ``<node id>.<slot>`` (the usual case), while ``slot=@entry`` names any other
-entry, so shared and tied parameters stand out. The output is deterministic: the same model
-always gives the same text, so two renderings diff cleanly.
+entry, so shared and tied parameters stand out. ``call a.b(...)`` is a calling node: it runs
+node ``a.b`` (whose op the comment repeats) again, on these inputs; it has no slots of its own.
+The output is deterministic: the same model always gives the same text, so two renderings diff
+cleanly.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from trama.model import Model, Node, Parameter, Ref, ValueFact
+from trama.model import Model, Node, Parameter, Ref, ValueFact, children_by_parent
 from trama.opregistry import value_type
 from trama.tensor import Tensor
 from trama.version import FORMAT_VERSION
@@ -71,7 +74,7 @@ def to_ssa(model: Model) -> str:
     Works on any model the decoder produces, valid or not: a slot naming a missing entry or a
     node whose parent is absent is still rendered, so the text can help find the problem.
     """
-    children = _children_by_parent(model.nodes)
+    children = children_by_parent(model.nodes)
     sections = [
         _header(model),
         _parameter_table(model.parameters),
@@ -98,14 +101,6 @@ def _tensor_type(dtype: str | None, shape: Sequence[int | str] | None) -> str:
     name = SHORT_DTYPES.get(dtype, dtype) if dtype is not None else "?"
     dims = "?" if shape is None else ", ".join(str(d) for d in shape)
     return f"{name}[{dims}]"
-
-
-def _children_by_parent(nodes: Iterable[Node]) -> dict[str | None, list[Node]]:
-    """Direct children of every scope in one pass (``Model.children`` rescans all nodes)."""
-    children: dict[str | None, list[Node]] = {}
-    for node in nodes:
-        children.setdefault(node.parent, []).append(node)
-    return children
 
 
 # --- header -------------------------------------------------------------------------------
@@ -236,13 +231,19 @@ def _orphan_scopes(nodes: list[Node], children: dict[str | None, list[Node]]) ->
 
 def _assignments(nodes: list[Node]) -> list[tuple[str, ...]]:
     """One row per node of a scope, in document order: outputs, ``= op(inputs)``, slots, notes."""
-    return [(_targets(node), f"= {node.op}({_call_args(node)})", _slots(node), _notes(node)) for node in nodes]
+    return [(_targets(node), _expression(node), _slots(node), _notes(node)) for node in nodes]
 
 
 def _targets(node: Node) -> str:
     if not node.outputs:
         return "()"
     return ", ".join(f"%{node.id}.{name}" for name in node.outputs)
+
+
+def _expression(node: Node) -> str:
+    """``= Linear(x=x)``, or ``= call root.lin(x=x)`` for a calling node."""
+    head = f"call {node.calls}" if node.calls is not None else node.op
+    return f"= {head}({_call_args(node)})"
 
 
 def _call_args(node: Node) -> str:
@@ -258,8 +259,11 @@ def _slots(node: Node) -> str:
 
 
 def _notes(node: Node) -> str:
-    """A trailing comment: where a composite's body is, a node with no outputs, metadata keys."""
+    """A trailing comment: a call's op, where a composite's body is, a node with no outputs,
+    metadata keys."""
     notes = []
+    if node.calls is not None:
+        notes.append(node.op)
     if node.is_composite:
         notes.append(f"scope {node.id}")
     elif not node.outputs:

@@ -35,7 +35,8 @@ class ValueSummary:
 @dataclass(frozen=True, slots=True)
 class OpCount:
     """How many nodes use one op, leaves and composites counted apart (an op name is opaque to
-    the format, so nothing stops a document from using one name both ways)."""
+    the format, so nothing stops a document from using one name both ways). A calling node
+    counts as a use of its op, of the kind of the node it calls."""
 
     op: str
     composite: bool
@@ -64,8 +65,11 @@ class ModelSummary:
     inputs: tuple[ValueSummary, ...]
     outputs: tuple[ValueSummary, ...]
     node_count: int
+    #: Leaves and composites exclude calling nodes, which ``call_count`` counts.
     leaf_count: int
     composite_count: int
+    #: Calling nodes: second uses of a module that is a node elsewhere in the model.
+    call_count: int
     #: Nesting depth: 1 when every node is top level, 0 for an empty model.
     depth: int
     #: Most used first, then by name.
@@ -88,7 +92,8 @@ class ModelSummary:
 
 def summarize(model: Model) -> ModelSummary:
     """Count what ``model`` holds, without decoding a single tensor."""
-    leaves = sum(1 for node in model.nodes if not node.is_composite)
+    calls = sum(1 for node in model.nodes if node.calls is not None)
+    composites = sum(1 for node in model.nodes if node.is_composite)
     learnable, frozen, dtype_bytes, external = _parameter_totals(model)
     return ModelSummary(
         format_version=model.source_format_version or FORMAT_VERSION,
@@ -100,8 +105,9 @@ def summarize(model: Model) -> ModelSummary:
             ValueSummary(format_ref(ref), *_fact(model.output_facts, k)) for k, ref in enumerate(model.outputs)
         ),
         node_count=len(model.nodes),
-        leaf_count=leaves,
-        composite_count=len(model.nodes) - leaves,
+        leaf_count=len(model.nodes) - composites - calls,
+        composite_count=composites,
+        call_count=calls,
         depth=max((node.id.count(".") + 1 for node in model.nodes), default=0),
         ops=_op_counts(model.nodes),
         parameters=_add(learnable, frozen),
@@ -123,7 +129,8 @@ def _fact(facts: list[ValueFact | None] | None, k: int) -> tuple[str | None, tup
 
 
 def _op_counts(nodes: list[Node]) -> tuple[OpCount, ...]:
-    counts = Counter((node.op, node.is_composite) for node in nodes)
+    composite = {node.id for node in nodes if node.is_composite}
+    counts = Counter((node.op, node.is_composite or node.calls in composite) for node in nodes)
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0][0], item[0][1]))
     return tuple(OpCount(op, composite, count) for (op, composite), count in ordered)
 
@@ -196,9 +203,10 @@ def _value_text(value: ValueSummary) -> str:
 
 
 def _node_rows(summary: ModelSummary) -> list[tuple[str, str]]:
+    calls = f", {_plural(summary.call_count, 'call', 'calls')}" if summary.call_count else ""
     headline = (
         f"{summary.node_count} ({_plural(summary.leaf_count, 'leaf', 'leaves')}, "
-        f"{_plural(summary.composite_count, 'composite', 'composites')}, depth {summary.depth})"
+        f"{_plural(summary.composite_count, 'composite', 'composites')}{calls}, depth {summary.depth})"
     )
     width = max((len(op.op) for op in summary.ops), default=0)
     rows = [("nodes", headline)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 
+from trama.calls import call_cycle
 from trama.errors import RegistryError, TramaError, ValidationError, pointer_token
 from trama.model import INPUT, Model, Node, Ref, parent_of
 from trama.opregistry import OpRegistry, value_type
@@ -74,6 +75,7 @@ def structural_errors(model: Model) -> list[TramaError]:
     # id -> (node, its parent id); a node is declared once every earlier node has been seen.
     declared: dict[str, tuple[Node, str | None]] = {}
     good_names: set[str] = set()  # port, output and slot names already matched against NAME
+    calling: list[int] = []  # indexes of calling nodes, checked once every node is declared
 
     def check_name(name: str, what: str, node_id: str, i: int, field: str) -> None:
         """Match a name once per distinct name; the location ``/nodes/i/field`` is built on failure."""
@@ -114,7 +116,8 @@ def structural_errors(model: Model) -> list[TramaError]:
             if found is None:
                 fail(f"parent {parent!r} does not exist or comes later", f"/nodes/{i}/parent", node_id)
             elif found[0].output_bindings is None:
-                fail(f"parent {parent!r} is a leaf (it has no output_bindings)", f"/nodes/{i}/parent", node_id)
+                kind = "a calling node, which has no children" if found[0].calls is not None else "a leaf"
+                fail(f"parent {parent!r} is {kind} (it has no output_bindings)", f"/nodes/{i}/parent", node_id)
             else:
                 scope_inputs = found[0].inputs
         for port, ref in node.inputs.items():
@@ -130,6 +133,8 @@ def structural_errors(model: Model) -> list[TramaError]:
             fail("outputs repeat a name", f"/nodes/{i}/outputs", node_id)
         if node_id not in declared:
             declared[node_id] = (node, parent)
+        if node.calls is not None:
+            calling.append(i)
 
     for i, node in enumerate(nodes):
         bindings = node.output_bindings
@@ -161,6 +166,9 @@ def structural_errors(model: Model) -> list[TramaError]:
                 )
             elif ref.output not in found[0].outputs:
                 fail(f"node {ref.node!r} has no output {ref.output!r}", f"{here}/{pointer_token(name)}", node.id)
+
+    if calling:
+        errors += _call_errors(nodes, calling, {node_id: found[0] for node_id, found in declared.items()})
 
     for k, ref in enumerate(model.outputs):
         if ref.node == INPUT:
@@ -194,6 +202,75 @@ def structural_errors(model: Model) -> list[TramaError]:
         if problem is not None:
             fail(f"parameter {name!r} cannot be stored: {problem}", f"{where}/value")
     return errors
+
+
+def _call_errors(nodes: list[Node], calling: list[int], by_id: dict[str, Node]) -> list[TramaError]:
+    """The rules of calling nodes (``docs/format.md``, "Calling nodes"): no contents of their
+    own, a target that exists and is no call, the target's op, outputs and connected ports, and
+    no call that, directly or through the calls inside its target, needs itself."""
+    errors: list[TramaError] = []
+    targets_ok = True
+    for i in calling:
+        node = nodes[i]
+        here = f"/nodes/{i}"
+
+        def fail(message: str, where: str, node: Node = node) -> None:
+            errors.append(ValidationError(message, location=where, node_id=node.id))
+
+        if node.parameters:
+            fail(
+                "a calling node has no parameters of its own: it uses those of the node it calls", f"{here}/parameters"
+            )
+        if node.output_bindings is not None:
+            fail(
+                "a calling node has no output_bindings: it is not a composite, even when it calls one",
+                f"{here}/output_bindings",
+            )
+        target = by_id.get(node.calls or "")
+        problem = f"calls unknown node {node.calls!r}" if target is None else _target_problem(node, target)
+        if target is None or problem is not None:
+            fail(problem or "", f"{here}/calls")
+            targets_ok = False
+            continue
+        if node.op != target.op:
+            fail(f"op {node.op!r} differs from {target.op!r}, the op of {target.id!r}, which it calls", f"{here}/op")
+        if node.outputs != target.outputs:
+            fail(
+                f"outputs {node.outputs} differ from {target.outputs}, those of {target.id!r}, which it calls "
+                "(the same names in the same order)",
+                f"{here}/outputs",
+            )
+        if node.inputs.keys() != target.inputs.keys():
+            fail(
+                f"connects ports {sorted(node.inputs)}, but {target.id!r}, which it calls, connects "
+                f"{sorted(target.inputs)}",
+                f"{here}/inputs",
+            )
+    if targets_ok:
+        cycle = call_cycle(nodes)
+        if cycle is not None:
+            where = next(i for i in calling if nodes[i] is cycle[0])
+            steps = ", then ".join(f"{call.id!r} calls {call.calls!r}" for call in cycle)
+            errors.append(
+                ValidationError(
+                    f"the calls form a cycle, so expanding them never ends: {steps}, "
+                    "and each target contains the next call",
+                    location=f"/nodes/{where}/calls",
+                    node_id=cycle[0].id,
+                )
+            )
+    return errors
+
+
+def _target_problem(node: Node, target: Node) -> str | None:
+    """Why ``node`` cannot call ``target`` wherever the two are, or ``None``."""
+    if target.id == node.id:
+        return "calls itself"
+    if target.calls is not None:
+        return f"calls {target.id!r}, which is itself a call (of {target.calls!r}): call that node directly"
+    if node.id.startswith(target.id + "."):
+        return f"calls {target.id!r}, one of its own ancestors: a call cannot recurse"
+    return None
 
 
 _ALL_DOTTED = re.compile(r"(?:[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*\n)*\Z")
@@ -241,7 +318,8 @@ def registry_errors(model: Model, registry: OpRegistry, *, allow_unknown_ops: bo
             if not allow_unknown_ops:
                 fail(registry.unknown_op_message(node.op), f"{here}/op")
             continue
-        if spec.composite != node.is_composite:
+        is_call = node.calls is not None  # its kind and slots are its target's, checked there
+        if not is_call and spec.composite != node.is_composite:
             kind = "a composite" if spec.composite else "a leaf"
             fail(f"op {node.op!r} is {kind}, but this node {'is not' if spec.composite else 'is'}")
         ports = set(node.inputs)
@@ -255,7 +333,7 @@ def registry_errors(model: Model, registry: OpRegistry, *, allow_unknown_ops: bo
                 fail(f"op {node.op!r} has no input(s) {unknown}", f"{here}/inputs")
         if not spec.variadic_outputs and set(node.outputs) != set(spec.outputs):
             fail(f"op {node.op!r} declares outputs {list(spec.outputs)}, node has {node.outputs}", f"{here}/outputs")
-        for schema in spec.parameters:
+        for schema in () if is_call else spec.parameters:
             key = node.parameters.get(schema.name)
             if key is None:
                 if not schema.optional:

@@ -112,8 +112,9 @@ class JaxModule(ABC):
         self.node = node
         #: The node's table entries by slot (slots sharing an entry hold the same object).
         self.parameters = dict(parameters)
-        #: The document this module is the single top-level node of, when it was built from the
-        #: whole document (:func:`build`); :meth:`to_model` then keeps its metadata and inputs.
+        #: The document this module is the single top-level node of, when it is known (:func:`build`,
+        #: or a composite root built by ``trama.import_model``); :meth:`to_model` then keeps its
+        #: metadata and inputs.
         self.document: Model | None = None
         self._params: Params | None = None
         self._buffers: Params | None = None
@@ -227,11 +228,11 @@ class JaxModule(ABC):
         """The document this module computes, with ``params`` (default: its own) as the values of
         the learnable entries: the same nodes, entry names, learnable flags and dtypes.
 
-        A program, or the single top-level module of one (:func:`build`), gives its document back,
-        metadata, inputs, outputs and facts included. A module that ``trama.import_model`` built
-        only knows its own subtree (factories do not see the document): it is exported as the
-        single top-level node, its connected ports as the model's inputs and its outputs as the
-        model's, and the metadata says only who produced it."""
+        A program, or the single top-level module of a document (built by :func:`build` or by
+        ``trama.import_model``), gives its document back, metadata, inputs, outputs and facts
+        included. Any other module (a child, or a leaf at the top) is exported as the single
+        top-level node, its connected ports as the model's inputs and its outputs as the model's,
+        and the metadata says only who produced it."""
         values = self.params if params is None else self._checked(params)
         if self.document is not None:
             return _with_values(self.document, values)
@@ -444,46 +445,35 @@ def build(model: Model, registry: OpRegistry | None = None) -> JaxProgram:
 def _composite(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxComposite:
     """The import factory of the composites: the children as members, each wired by its node.
 
-    A calling child comes as its target's module, whose node is the target's, not the caller's.
-    The caller's own node is read from ``children.nodes`` (the children's nodes by name) where
-    the importer gives it; otherwise it is derived where the op fixes the wiring (a chain), and
-    a ``Graph`` holding a call cannot be imported (:func:`build` can still run it)."""
-    given = getattr(children, "nodes", None)
-    nodes: Mapping[str, Node] = given if isinstance(given, Mapping) else {}
+    A calling child comes as its target's module, whose node is the target's, not the caller's:
+    the caller's own node (its inputs) comes from ``children.nodes``, which
+    ``trama.import_model`` passes along with the built objects (:class:`trama.Children`). The
+    document's single top-level module also keeps ``children.model``, so that its
+    :meth:`JaxModule.to_model` gives the whole document back, metadata included."""
+    nodes = getattr(children, "nodes", None)
+    if not isinstance(nodes, Mapping):
+        raise ImportModelError(
+            f"a {node.op} is built by trama.import_model, which gives it its children's nodes "
+            "(children.nodes); this factory was called without them",
+            node_id=node.id,
+        )
     members: list[Member] = []
     for name, child in children.items():
         if not isinstance(child, JaxModule):
             raise ImportModelError(
                 f"child {name!r} of {node.op} was not built by trama-jax ({type(child).__name__})", node_id=node.id
             )
-        wiring = nodes.get(name)
-        if wiring is None:
-            own = child.node.id == f"{node.id}.{name}"
-            wiring = child.node if own else _chain_call(node, name, child, members)
-        members.append(Member(name, child, wiring))
-    return JaxComposite(node, members, parameters)
+        members.append(Member(name, child, nodes[name]))
+    composite = JaxComposite(node, members, parameters)
+    document = getattr(children, "model", None)
+    if isinstance(document, Model) and node.parent is None and len(document.nodes) and _single_root(document):
+        composite.document = document
+    return composite
 
 
-#: The port each composite op chains through its children (the previous child's ``y``).
-_CHAINS = {"Sequential": ("x", "x"), "TransformerEncoder": ("src", "src")}
-
-
-def _chain_call(node: Node, name: str, target: JaxModule, earlier: Sequence[Member]) -> Node:
-    """The node of a calling child ``name`` of ``node``, whose object is ``target``'s: a chain
-    composite fixes its wiring (the previous child's ``y``, or the composite's own input, on the
-    chain port, and every other port as the target reads it)."""
-    chain = _CHAINS.get(node.op)
-    if chain is None:
-        raise ImportModelError(
-            f"child {name!r} of {node.op} {node.id!r} calls {target.node.id!r}, but the importer did not give this "
-            "factory the calling node's inputs; trama_jax.model.build(document) and the jax runtimes, which read "
-            "the whole document, run it",
-            node_id=f"{node.id}.{name}",
-        )
-    port, own = chain
-    source = Ref(earlier[-1].node.id, "y") if earlier else Ref(INPUT, own)
-    inputs = {p: (source if p == port else ref) for p, ref in target.node.inputs.items()}
-    return Node(f"{node.id}.{name}", target.node.op, inputs, list(target.node.outputs), calls=target.node.id)
+def _single_root(document: Model) -> bool:
+    """Whether the document has one top-level node (so that node's module can stand for it)."""
+    return sum(1 for node in document.nodes if node.parent is None) == 1
 
 
 implements("Sequential", "Graph", "TransformerEncoder")(_composite)

@@ -18,7 +18,6 @@ does not pass: see :func:`child_nodes`.
 
 from __future__ import annotations
 
-import sys
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -85,28 +84,15 @@ def graph(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, P
 
 
 def child_nodes(node: Node, children: Mapping[str, Any]) -> Mapping[str, Node]:
-    """The nodes of ``node``'s children, by name.
-
-    The factory protocol passes the children's built objects, not their nodes. Until the core
-    passes them (a ``children`` mapping with a ``nodes`` attribute, which is read first), they
-    are taken from the importer that is calling this factory: ``trama.importer.import_model``
-    holds every scope's children, and this reads its table. That stop-gap is the only place
-    this package depends on the core's internals; without either, a ``Graph`` cannot be built
-    and says so.
-    """
+    """The nodes of ``node``'s children, by name: ``trama.import_model`` passes them along with
+    the built objects (``children.nodes``), because a calling child's inputs and target are on
+    its node, not on the object it shares with its target."""
     given = getattr(children, "nodes", None)
     if isinstance(given, Mapping):
         return given
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "import_model" and frame.f_globals.get("__name__") == "trama.importer":
-            table = frame.f_locals.get("children_of")
-            if isinstance(table, Mapping):
-                return {child.name: child for child in table.get(node.id, ())}
-        frame = frame.f_back  # type: ignore[assignment]
     raise ImportModelError(
-        "a Graph is built by trama.import_model, which gives it its children's nodes; this factory was "
-        "called without them",
+        f"a {node.op} is built by trama.import_model, which gives it its children's nodes "
+        "(children.nodes); this factory was called without them",
         node_id=node.id,
     )
 

@@ -83,7 +83,8 @@ def _export_sequential(sequential: nn.Sequential, ctx: ExportContext) -> NodeFra
     inputs = _only_port(ctx, sequential, "x")
     current = Wire(Ref(INPUT, "x"))
     # Not named_children(): it skips a module met before, and nn.Sequential(l, act, l) runs l twice.
-    for name, child in sequential._modules.items():
+    entries: dict[str, nn.Module | None] = dict(sequential._modules)  # torch allows None entries
+    for name, child in entries.items():
         if child is None:
             continue
         result = call_child(ctx, name, child, bind_module_call(child, f"{ctx.node_id}.{name}", (current,), {}))
