@@ -25,6 +25,15 @@ def trama_frameworks() -> Sequence[str]:
 def trama_op_implementations(framework: str) -> Mapping[str, Any] | None:
     if framework != FRAMEWORK:
         return None
+    from trama.catalog import standard_specs
+    from trama.deferred import deferred_factories
+
+    # Every catalog op, each loading the real table (and JAX) when its first node is built:
+    # asking for the table must not import JAX. A test checks the real table has them all.
+    return deferred_factories((spec.name for spec in standard_specs()), _real_implementations, distribution="trama-jax")
+
+
+def _real_implementations() -> Mapping[str, Any]:
     from trama_jax._registry import implementations
 
     return implementations()

@@ -27,6 +27,17 @@ def trama_frameworks() -> Sequence[str]:
 def trama_op_implementations(framework: str) -> Mapping[str, Any] | None:
     if framework != FRAMEWORK:
         return None
+    from trama.catalog import standard_specs
+    from trama.deferred import deferred_factories
+
+    # Every catalog op, each loading the real table (and torch) when its first node is built:
+    # asking for the table must not import torch. A test checks the real table has them all.
+    return deferred_factories(
+        (spec.name for spec in standard_specs()), _real_implementations, distribution="trama-torch"
+    )
+
+
+def _real_implementations() -> Mapping[str, Any]:
     from trama_torch.factories import implementations
 
     return implementations()
