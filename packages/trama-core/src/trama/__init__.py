@@ -37,9 +37,9 @@ from trama.validation import collect_errors, validate
 from trama.version import FORMAT_VERSION, __version__
 
 __all__ = [
-    "Children",
     "FORMAT_VERSION",
     "INPUT",
+    "Children",
     "ExecutionError",
     "ExportContext",
     "ExportError",

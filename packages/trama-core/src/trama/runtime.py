@@ -35,6 +35,7 @@ __all__ = [
     "Runtime",
     "RuntimeInfo",
     "State",
+    "order_inputs",
     "runtime_for_name",
     "runtimes",
 ]
@@ -189,6 +190,26 @@ def _fact(facts: list[ValueFact | None] | None, index: int, count: int) -> Value
     return fact if fact is not None else ValueFact()
 
 
+def order_inputs(names: Sequence[str], inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
+    """The caller's inputs in the model's input order: given by name (exactly the model's
+    names) or by position (exactly as many). Every runnable accepts both forms, with the same
+    errors, so they share this."""
+    if isinstance(inputs, Mapping):
+        unknown = sorted(set(inputs) - set(names))
+        missing = [name for name in names if name not in inputs]
+        if unknown or missing:
+            raise ExecutionError(
+                f"inputs must be exactly {list(names)}"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; unknown {unknown}" if unknown else "")
+            )
+        return [inputs[name] for name in names]
+    ordered = list(inputs)
+    if len(ordered) != len(names):
+        raise ExecutionError(f"the model takes {len(names)} input(s) {list(names)}, got {len(ordered)}")
+    return ordered
+
+
 class State:
     """Streaming state: recurrent buffers that carry over from one :meth:`run` to the next."""
 
@@ -244,22 +265,7 @@ class GraphRunnable(Runnable):
         return State(self, self._plan.initial_states())
 
     def _inputs(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
-        names = self.model.inputs
-        if isinstance(inputs, Mapping):
-            unknown = sorted(set(inputs) - set(names))
-            missing = [name for name in names if name not in inputs]
-            if unknown or missing:
-                raise ExecutionError(
-                    f"inputs must be exactly {names}"
-                    + (f"; missing {missing}" if missing else "")
-                    + (f"; unknown {unknown}" if unknown else "")
-                )
-            ordered = [inputs[name] for name in names]
-        else:
-            ordered = list(inputs)
-            if len(ordered) != len(names):
-                raise ExecutionError(f"the model takes {len(names)} input(s) {names}, got {len(ordered)}")
-        return [self._runtime.convert_input(value) for value in ordered]
+        return [self._runtime.convert_input(value) for value in order_inputs(self.model.inputs, inputs)]
 
     def profile_json(self, inputs: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
         calls: dict[str, int] = {}

@@ -32,7 +32,7 @@ from trama.costs import static_costs
 from trama.dtypes import numpy_dtype
 from trama.errors import ExecutionError
 from trama.model import Model
-from trama.runtime import Runnable, State
+from trama.runtime import Runnable, State, order_inputs
 from trama_jax.model import Evaluation, JaxComposite, JaxLeaf, JaxModule, JaxProgram, walk
 from trama_jax.runtime import device_name
 
@@ -47,12 +47,17 @@ class Segment:
 
     Its learnable tensors are arguments of the compiled function, so that XLA does not fold the
     weights into the program as constants; its other tensors (buffers, constants) are closed
-    over, so that they stay concrete while JAX traces (a constant bool mask can index)."""
+    over, so that they stay concrete while JAX traces (a constant bool mask can index).
+
+    An output that is a Python value (a ``constant`` number, string or list) is not an array and
+    cannot be an output of an XLA program: JAX would turn a number into a 0-d array and refuse a
+    string. It is known when the program is traced, so it is kept then (:class:`_Program`) and
+    given back as it is, outside the compiled function, as the numpy and torch runtimes give it."""
 
     def __init__(self, module: JaxModule, path: str, device: jax.Device, tensors: Mapping[str, Any]) -> None:
         self.device = device
         self.compile_seconds = 0.0
-        self._compiled: dict[Any, Any] = {}
+        self._compiled: dict[Any, _Program] = {}
         learnable = module.params  # which entries are learnable (the values used are ``tensors``)
         self._params = {name: tensors[name] for name in module.tensor_entries() if name in learnable}
         buffers = {name: tensors[name] for name in module.tensor_entries() if name not in learnable}
@@ -61,27 +66,76 @@ class Segment:
             evaluation = Evaluation({**buffers, **params}, states)
             return module.compute(evaluation, path, inputs), evaluation.states
 
-        self._jitted = jax.jit(function)
+        self._function = function
 
     def __call__(self, states: dict[str, Any] | None, inputs: Mapping[str, Any]) -> Any:
         """The outputs and the new states (``None`` without streaming)."""
         inputs = {port: _put(value, self.device) for port, value in inputs.items()}
         return self.compile(states, inputs)(self._params, states, inputs)
 
-    def compile(self, states: dict[str, Any] | None, inputs: Mapping[str, Any]) -> Any:
+    def compile(self, states: dict[str, Any] | None, inputs: Mapping[str, Any]) -> _Program:
         """The program for the signature of ``states`` and ``inputs``, compiled on first use."""
         leaves, structure = jax.tree.flatten((states, inputs))
         signature = (structure, *(_signature(leaf) for leaf in leaves))
-        compiled = self._compiled.get(signature)
-        if compiled is None:
+        program = self._compiled.get(signature)
+        if program is None:
             started = time.perf_counter()
-            compiled = self._compiled[signature] = self._jitted.lower(self._params, states, inputs).compile()
+            program = self._compiled[signature] = _Program.compile(self._function, self._params, states, inputs)
             self.compile_seconds += time.perf_counter() - started
-        return compiled
+        return program
 
     @property
     def compilations(self) -> int:
         return len(self._compiled)
+
+
+class _Program:
+    """One compiled signature of a segment, and its Python-valued outputs (see :class:`Segment`).
+
+    When some outputs are Python values, the compiled function returns only the array leaves of
+    the outputs, and a call puts the Python values back in their places; otherwise it returns
+    the outputs as they are."""
+
+    __slots__ = ("_compiled", "_static")
+
+    def __init__(self, compiled: Any, static: tuple[Any, list[Any | None]] | None) -> None:
+        self._compiled = compiled
+        #: ``None``, or the outputs' tree structure and its leaves, ``None`` where an array goes.
+        self._static = static
+
+    @classmethod
+    def compile(
+        cls, function: Any, params: Mapping[str, Any], states: dict[str, Any] | None, inputs: Mapping[str, Any]
+    ) -> _Program:
+        """``function`` traced for these arguments and compiled. Tracing runs ``function`` once,
+        here: what its outputs hold that is not traced is noted then. A fresh ``jax.jit`` for each
+        signature makes sure of that (JAX reuses a trace of the same function and signature)."""
+        found: list[tuple[Any, list[Any | None]] | None] = [None]
+
+        def arrays_only(params: Mapping[str, Any], states: dict[str, Any] | None, inputs: Mapping[str, Any]) -> Any:
+            outputs, new_states = function(params, states, inputs)
+            leaves, structure = jax.tree.flatten(outputs)
+            if not any(_is_python_value(leaf) for leaf in leaves):
+                return outputs, new_states
+            found[0] = (structure, [leaf if _is_python_value(leaf) else None for leaf in leaves])
+            return [leaf for leaf in leaves if not _is_python_value(leaf)], new_states
+
+        compiled = jax.jit(arrays_only).lower(params, states, inputs).compile()
+        return cls(compiled, found[0])
+
+    def __call__(self, params: Mapping[str, Any], states: dict[str, Any] | None, inputs: Mapping[str, Any]) -> Any:
+        outputs, new_states = self._compiled(params, states, inputs)
+        if self._static is None:
+            return outputs, new_states
+        structure, leaves = self._static
+        arrays = iter(outputs)
+        whole = [next(arrays) if leaf is None else leaf for leaf in leaves]
+        return jax.tree.unflatten(structure, whole), new_states
+
+
+def _is_python_value(leaf: Any) -> bool:
+    """Whether an output leaf is a Python value (a number, bool or string), not an array."""
+    return isinstance(leaf, (bool, int, float, complex, str)) and not isinstance(leaf, np.generic)
 
 
 def _signature(leaf: Any) -> tuple[Any, ...]:
@@ -228,19 +282,7 @@ class JaxRunnable(Runnable):
 
     def _inputs(self, inputs: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
         names = self.model.inputs
-        if isinstance(inputs, Mapping):
-            unknown, missing = sorted(set(inputs) - set(names)), [name for name in names if name not in inputs]
-            if unknown or missing:
-                raise ExecutionError(
-                    f"inputs must be exactly {names}"
-                    + (f"; missing {missing}" if missing else "")
-                    + (f"; unknown {unknown}" if unknown else "")
-                )
-            return {name: inputs[name] for name in names}
-        values = list(inputs)
-        if len(values) != len(names):
-            raise ExecutionError(f"the model takes {len(names)} input(s) {names}, got {len(values)}")
-        return dict(zip(names, values, strict=True))
+        return dict(zip(names, order_inputs(names, inputs), strict=True))
 
     def _execute(self, inputs: dict[str, Any], states: dict[str, Any] | None) -> list[Any]:
         """Run the segments: the one program, or the placed subtrees along the wiring. The
