@@ -42,6 +42,9 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "graph": ("bench_graph.py", [], ["--sizes", "10000", "20000", "--repeat", "1"]),
     "discovery": ("bench_discovery.py", [], ["--repeat", "1"]),
     "runtime": ("bench_runtime.py", [], ["--repeat", "1", "--number", "5"]),
+    "torch-runtime": ("bench_torch_runtime.py", [], ["--repeat", "1", "--inner", "3", "--number", "2"]),
+    "jax-runtime": ("bench_jax_runtime.py", [], ["--repeat", "1", "--inner", "3", "--number", "2"]),
+    "structure": ("bench_structure.py", [], []),
 }
 
 
@@ -98,6 +101,25 @@ def summary_rows(results: dict[str, Any]) -> list[list[str]]:
             ]
         )
         rows.append(["runtime: graph walk per call", f"{1e6 * runtime['summary']['walk_s']:.1f} us", "", ""])
+    for name, label in (
+        ("torch-runtime", "torch:cpu run() / the original module, 24-layer MLP (paired)"),
+        ("jax-runtime", "jax:cpu run() / hand-written jax.jit, 12-layer MLP"),
+    ):
+        result = results.get(name)
+        if result:
+            value, target = result["summary"]["ratio"], result["targets"]["ratio"]
+            rows.append([f"{name}: {label}", ratio(value), f"<= {target}x", verdict(value, target)])
+    structure = results.get("structure")
+    if structure:
+        ours, onnx = structure["summary"]["trama"], structure["summary"]["onnx"]
+        rows.append(
+            [
+                "structure: 2-layer TransformerEncoder, trama JSON / ONNX (no weights)",
+                f"{ours['bytes']:,} / {onnx['bytes']:,} B",
+                "",
+                f"{ours['nodes']} / {onnx['nodes']} nodes",
+            ]
+        )
     return rows
 
 
