@@ -189,6 +189,11 @@ CONV_TRANSPOSE2D = [
     (channels(2, 4, 3, groups=2, stride=(1, 3), output_padding=(0, 2)), (4, 2)),
     (channels(3, 1, 2, stride=2, padding=(3, 2)), (5, 5)),  # cropped
     (channels(1, 2, 1, stride=3, output_padding=2), (2, 2)),
+    # kernel longer than x with a stride: XLA swaps the operands of such a convolution, and with
+    # its input dilation jaxlib 0.10.2 then aborts the process; the input is spread explicitly
+    (channels(1, 1, 2, stride=(2, 1), padding=(1, 0), output_padding=(0, 1), dilation=(1, 2)), (3, 1)),
+    (channels(2, 3, (4, 1), stride=(1, 3), padding=(1, 0)), (1, 5)),
+    (channels(2, 4, 3, groups=2, stride=2, dilation=2), (2, 2)),
 ]
 
 

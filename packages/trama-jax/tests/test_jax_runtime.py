@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import jax
 import numpy as np
@@ -20,7 +21,8 @@ import torch
 from torch import nn
 
 import trama
-from trama import Model, ValueFact
+from trama import Model, Node, Parameter, Ref, ValueFact
+from trama.model import INPUT
 from trama_jax.runnable import JaxRunnable
 from trama_jax.runtime import JaxRuntime, resolve_device, runtimes
 
@@ -115,6 +117,34 @@ def test_run_gives_jax_arrays_equal_to_torch() -> None:
     assert runnable.parameter_devices() == dict.fromkeys(
         ["root.0.weight", "root.0.bias", "root.2.weight", "root.2.bias"], "cpu:0"
     )
+
+
+def constants_model(values: dict[str, Any]) -> Model:
+    """A model of ``neg(x)`` and one ``constant`` node per entry of ``values``, each an output."""
+    nodes = [Node("neg", "neg", {"x": Ref(INPUT, "x")}, ["y"])]
+    nodes += [Node(name, "constant", {}, ["y"], {"value": f"{name}.value"}) for name in values]
+    table = {f"{name}.value": Parameter(value, learnable=False) for name, value in values.items()}
+    outputs = [Ref(node.id, "y") for node in nodes]
+    return Model(inputs=["x"], outputs=outputs, nodes=nodes, parameters=table)
+
+
+def test_python_values_come_out_as_python_values_beside_arrays() -> None:
+    values: dict[str, Any] = {"count": 3, "scale": 0.5, "flag": True, "name": "relu", "sizes": [1, 2.5, False]}
+    runnable = prepare(constants_model(values))
+    x = data(2, 3)
+    for _ in range(2):  # compiled on the first run, and the Python values kept for the next
+        y, *rest = runnable.run([x])
+        assert isinstance(y, jax.Array)
+        np.testing.assert_array_equal(y, -x)
+        assert rest == list(values.values())
+        assert [type(value) for value in rest] == [type(value) for value in values.values()]
+        assert [type(item) for item in rest[-1]] == [int, float, bool]
+    assert runnable.segments[""].compilations == 1
+
+
+def test_a_python_value_from_a_placed_segment_stays_a_python_value() -> None:
+    runnable = prepare(constants_model({"name": "gelu", "count": 2}), neg="cpu:0")
+    assert runnable.run([data(2)])[1:] == ["gelu", 2]
 
 
 def test_wrong_inputs_are_trama_errors() -> None:

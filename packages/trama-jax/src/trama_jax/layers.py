@@ -263,6 +263,7 @@ def conv_transpose2d(node: Node, *, children: Mapping[str, Any], parameters: Par
     and that plus ``output_padding`` at the end (negative amounts crop), with ``weight`` flipped
     spatially and its channel axes swapped within each group. Substituting ``a ↦ k − 1 − a`` shows
     that output ``i`` collects exactly the terms with ``h·stride + a·dilation − padding = i``.
+    An input shorter than the kernel is spread explicitly instead (:func:`_swappable`).
     """
     slots, site = Slots(node, parameters), Site(node)
     kernel = slots.integers("kernel_size", 2, minimum=1)
@@ -302,9 +303,30 @@ def conv_transpose2d(node: Node, *, children: Mapping[str, Any], parameters: Par
         w = tensors[weight].astype(x.dtype).reshape(groups, per_group, out_per_group, *kernel)
         w = jnp.flip(w.swapaxes(1, 2).reshape(out_channels, per_group, *kernel), axis=(2, 3))
         b = None if bias is None else tensors[bias]
-        return _convolved(x, batched, w, b, pads=pads, spread=stride, dilation=dilation, groups=groups)
+        spread: Sequence[int] | None = stride
+        if _swappable(batched.shape[2:], kernel, stride):
+            batched, spread = _spread(batched, stride), None
+        return _convolved(x, batched, w, b, pads=pads, spread=spread, dilation=dilation, groups=groups)
 
     return JaxKernel(apply, slots.used)
+
+
+def _swappable(sizes: Sequence[int], kernel: Sequence[int], stride: Sequence[int]) -> bool:
+    """Whether XLA may compute this input-dilated convolution with its operands swapped.
+
+    XLA swaps a convolution's input and kernel when the kernel is the larger of the two (in some
+    dimension, the kernel is longer than the input), and for an input-dilated convolution
+    (``stride > 1``) the swapped one is malformed: jaxlib 0.10.2 aborts the whole process
+    ("Window dimensions do not match RHS shape"). Such an input is small, so spreading it
+    explicitly (:func:`_spread`) costs little; a larger one keeps XLA's zero-free dilation."""
+    return any(t > 1 for t in stride) and any(k > s for k, s in zip(kernel, sizes, strict=True))
+
+
+def _spread(x: jax.Array, stride: Sequence[int]) -> jax.Array:
+    """``x`` ``[N, C, *S]`` with ``stride − 1`` zeros between neighbours along each spatial
+    dimension: the input dilation of a transposed convolution, made explicit."""
+    interior = [(0, 0, 0), (0, 0, 0), *((0, 0, t - 1) for t in stride)]
+    return jax.lax.pad(x, jnp.zeros((), x.dtype), interior)
 
 
 # --- Pooling --------------------------------------------------------------------------------
