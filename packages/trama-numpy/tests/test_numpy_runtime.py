@@ -130,3 +130,36 @@ def test_the_numpy_runtime_answers_to_its_names(name: str) -> None:
     assert runtime.name() == "numpy"
     assert runtime.framework == "numpy"
     assert any(info.name == "numpy" and info.available for info in trama.runtimes())
+
+
+def _tuple_get_model(index: int) -> Model:
+    """One ``tuple_get`` node reading element ``index`` of the model input ``x``."""
+    node = Node("get", "tuple_get", {"x": Ref(INPUT, "x")}, ["y"], {"index": "get.index"})
+    return Model(["x"], [Ref("get", "y")], [node], {"get.index": Parameter(index, learnable=False)})
+
+
+def test_a_tuple_input_stays_a_tuple_of_its_converted_elements() -> None:
+    """Elements of different shapes (which numpy could not stack) come out one by one; a torch
+    tensor element is converted like any input, and a nested tuple stays nested."""
+    first = np.arange(6, dtype=np.float32).reshape(2, 3)
+    second = torch.tensor([1, 2, 3, 4], dtype=torch.int64)
+    nested = (np.float32(1.5), np.zeros((1,), np.bool_))
+    x = (first, second, nested)
+    runnable = trama.runtime_for_name("numpy").prepare(_tuple_get_model(-2))
+    (y,) = runnable.run([x])
+    assert isinstance(y, np.ndarray)
+    assert y.dtype == np.int64
+    np.testing.assert_array_equal(y, [1, 2, 3, 4])
+    (z,) = trama.runtime_for_name("numpy").prepare(_tuple_get_model(2)).run({"x": x})
+    assert isinstance(z, tuple)
+    assert len(z) == 2
+    assert z[1].dtype == np.bool_
+    assert z[1].shape == (1,)
+    (w,) = trama.runtime_for_name("numpy").prepare(_tuple_get_model(0)).run([x])
+    assert w is first  # an array input is passed through as it is
+
+
+def test_a_list_input_is_array_like_data() -> None:
+    model = Model(["x"], [Ref("id", "y")], [Node("id", "Identity", {"x": Ref(INPUT, "x")}, ["y"])], {})
+    (y,) = trama.runtime_for_name("numpy").prepare(model).run([[[1.0, 2.0], [3.0, 4.0]]])
+    np.testing.assert_array_equal(y, np.array([[1.0, 2.0], [3.0, 4.0]]))

@@ -1,6 +1,7 @@
 """trama-torch's leaf modules, both ways: every catalog op that is a ``torch.nn`` module is built
 with non-default arguments, exported with :func:`export_leaf`, written to JSON and read back, and
-imported with its factory. What comes back must be the same module: same class, same ``repr``
+imported with its factory. What comes back must be the same module: same class (or, for the few
+ops of :mod:`trama_torch.leaf_modules`, the subclass that import builds), same ``repr``
 (constructor arguments), same ``state_dict`` (keys, values, dtypes), same parameter/buffer split
 and ``requires_grad`` flags, and bit-identical outputs in eval mode (``torch.equal``).
 """
@@ -261,9 +262,15 @@ def assert_same_values(expected: Any, actual: Any) -> None:
             assert torch.equal(got, want)
 
 
+#: The subclass import builds in place of a torch class (see trama_torch.leaf_modules).
+_BUILT: dict[type[nn.Module], type[nn.Module]] = {kind.cls: kind.build for kind in LEAF_KINDS if kind.build}
+
+
 def assert_same_module(original: nn.Module, back: nn.Module) -> None:
-    """Same class, constructor arguments, state (values, dtypes, kinds) and grad flags."""
-    assert type(back) is type(original)
+    """Same class (or the subclass import builds for it), constructor arguments, state (values,
+    dtypes, kinds) and grad flags."""
+    assert type(back) is _BUILT.get(type(original), type(original))
+    assert isinstance(back, type(original))
     assert repr(back) == repr(original)
     want, got = original.state_dict(), back.state_dict()
     assert list(got) == list(want)
@@ -606,3 +613,105 @@ def test_exported_slots_are_the_catalogs_and_torchs() -> None:
     assert {key.replace(".", "_") for key in module.state_dict()} <= set(table)
     pool = _export(nn.AdaptiveAvgPool2d(4), ["x"])
     assert [entry.value for entry in pool.parameters.values()] == [[4, 4]]
+
+
+# --- Where torch's own forward would not compute the catalog's result, or would warn ------------
+
+
+def _encoder_layer(*, norm_first: bool = False) -> nn.TransformerEncoderLayer:
+    torch.manual_seed(0)
+    return nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+
+
+def _slow_path(layer: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """What ``layer`` computes on torch's slow path, which adds float masks: training mode takes it,
+    and with every dropout probability 0 training computes what eval does."""
+    layer.train()
+    try:
+        return layer(*args, **kwargs)
+    finally:
+        layer.eval()
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_an_imported_encoder_layer_adds_float_masks(norm_first: bool) -> None:
+    """torch 2.13's eval fast path reads a float padding mask (and a float ``src_mask`` merged with
+    it) as bool, which gives NaN rows; the imported layer adds them, as the catalog says."""
+    original = _encoder_layer(norm_first=norm_first)
+    back = _import(_export(original, ["src", "src_mask", "src_key_padding_mask"]))
+    assert isinstance(back, nn.TransformerEncoderLayer)
+    src, padding, attention = _randn(2, 3, 8), _randn(2, 3, seed=2), _randn(3, 3, seed=3)
+    boolean_padding = torch.zeros(2, 3).masked_fill_(torch.tensor([[False, True, False], [False] * 3]), -torch.inf)
+    with torch.no_grad():
+        for kwargs in (
+            {"src_key_padding_mask": padding},
+            {"src_mask": attention, "src_key_padding_mask": padding},
+            {"src_mask": attention, "src_key_padding_mask": boolean_padding},
+        ):
+            got = back(src, **kwargs)
+            assert not got.isnan().any()
+            torch.testing.assert_close(got, _slow_path(original, src, **kwargs), rtol=1e-6, atol=1e-6)
+
+
+def test_an_imported_encoder_layer_keeps_torchs_fast_path_for_bool_masks() -> None:
+    original = _encoder_layer()
+    back = _import(_export(original, ["src", "src_key_padding_mask"]))
+    src, padding = _randn(2, 3, 8), torch.tensor([[False, True, False], [False, False, True]])
+    with torch.no_grad():
+        assert torch.equal(back(src, src_key_padding_mask=padding), original(src, src_key_padding_mask=padding))
+
+
+def _additive(mask: torch.Tensor) -> torch.Tensor:
+    """A mask in its float form: a bool one is ``-inf`` where true, else 0 (what torch converts it to)."""
+    return mask if mask.is_floating_point() else torch.zeros(mask.shape).masked_fill_(mask, -torch.inf)
+
+
+def test_one_bool_and_one_float_mask_give_torchs_values_without_its_warning() -> None:
+    """torch warns that mixing the kinds is deprecated (an error here: warnings fail tests); the
+    imported modules convert the bool mask to its float form first, so the values are those of
+    both masks given as floats."""
+    x = _randn(2, 3, 8)
+    torch.manual_seed(0)
+    attention = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    back_attention = _import(_export(attention, ["query", "key", "value", "key_padding_mask", "attn_mask"]))
+    layer = _encoder_layer()
+    back_layer = _import(_export(layer, ["src", "src_mask", "src_key_padding_mask"]))
+    bool_padding, float_padding = torch.tensor([[False, True, False], [False] * 3]), _randn(2, 3, seed=2)
+    bool_attention, float_attention = _randn(3, 3, seed=3) > 1.0, _randn(3, 3, seed=4)
+    with torch.no_grad():
+        for padding, mask in ((bool_padding, float_attention), (float_padding, bool_attention)):
+            want = attention(x, x, x, key_padding_mask=_additive(padding), attn_mask=_additive(mask))
+            assert_same_values(want, back_attention(x, x, x, key_padding_mask=padding, attn_mask=mask))
+            torch.testing.assert_close(
+                back_layer(x, src_mask=mask, src_key_padding_mask=padding),
+                _slow_path(layer, x, src_mask=_additive(mask), src_key_padding_mask=_additive(padding)),
+                rtol=1e-6,
+                atol=1e-6,
+            )
+
+
+@pytest.mark.parametrize("make", [nn.Softmax, nn.LogSoftmax], ids=["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize(("rank", "dim"), [(1, 0), (2, 1), (3, 0), (4, 1)])
+def test_a_null_softmax_dim_is_the_catalogs_implicit_dimension_without_a_warning(
+    make: Callable[..., nn.Module], rank: int, dim: int
+) -> None:
+    back = _import(_export(make(dim=None), ["x"]))
+    assert back.dim is None  # the document's null, not a dimension chosen at import
+    x = _randn(*(2, 3, 4, 5)[:rank])
+    explicit = F.softmax if make is nn.Softmax else F.log_softmax
+    assert torch.equal(back(x), explicit(x, dim=dim))
+    assert leaf_op(back) == make.__name__  # and it exports as the catalog op again
+    assert repr(back) == repr(make(dim=None))
+
+
+@pytest.mark.parametrize("cls", [nn.GRU, nn.LSTM])
+def test_a_one_layer_rnn_with_dropout_imports_without_torchs_advice(cls: type[nn.Module]) -> None:
+    """A one-layer RNN never applies its dropout, and torch says so when it is built; the document
+    is valid, so import builds it quietly (warnings fail tests here)."""
+    torch.manual_seed(0)
+    with pytest.warns(UserWarning, match="dropout option adds dropout"):
+        original = cls(3, 4, dropout=0.5).eval()
+    back = _import(_export(original, ["x"]))
+    assert back.dropout == 0.5
+    x = _randn(5, 3)
+    assert_same_values(original(x), back(x))

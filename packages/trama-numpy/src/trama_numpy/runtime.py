@@ -13,7 +13,14 @@ __all__ = ["NumpyRuntime"]
 
 class NumpyRuntime(GraphRuntime):
     """Runs every leaf with trama-numpy's kernels; inputs become numpy arrays (a framework's
-    tensor is converted through ``numpy.asarray``, so a CPU torch tensor works as it is)."""
+    tensor is converted through ``numpy.asarray``, so a CPU torch tensor works as it is).
+
+    A Python ``tuple`` input is a tuple value, the way tuples enter a catalog graph
+    (``tuple_get`` takes them apart): it becomes a tuple of its converted elements, recursively,
+    never one array stacked from them (which would fail on elements of different shapes, or hand
+    ``tuple_get`` an array). A ``list`` is array-like data, as ``numpy.asarray`` reads it; every
+    runtime draws the line there.
+    """
 
     framework = "numpy"
     device = "cpu"
@@ -25,6 +32,8 @@ class NumpyRuntime(GraphRuntime):
     def convert_input(self, value: Any) -> Any:
         if isinstance(value, np.ndarray):
             return value
+        if isinstance(value, tuple):
+            return tuple(self.convert_input(item) for item in value)
         detach = getattr(value, "detach", None)  # a torch tensor: leave autograd and the GPU
         if callable(detach):
             value = detach().cpu()

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 from trama import ExportError, Tensor
 from trama_torch.binding import bind_arguments, signature
+from trama_torch.leaf_modules import implicit_softmax_dim
 from trama_torch.leaf_table import Structure
 from trama_torch.tensors import export_tensor
 
@@ -168,7 +169,7 @@ def _softmax(op: str, first: str = "input") -> Binder:
         dim = call.constant(arguments["dim"], "dim")
         rank = call.rank(arguments[first])
         if dim is None and rank is not None:
-            dim = 0 if rank in (0, 1, 3) else 1
+            dim = implicit_softmax_dim(rank)
         return FunctionCall(op, {"x": arguments[first]}, {"dim": dim})
 
     return bind

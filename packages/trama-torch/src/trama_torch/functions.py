@@ -31,6 +31,7 @@ from torch import nn
 
 from trama import ImportModelError, Node, Parameter, Tensor
 from trama_torch.calls import FunctionCall, export_function_call
+from trama_torch.leaf_modules import implicit_softmax_dim
 from trama_torch.tensors import tied_buffer, tied_parameter
 
 __all__ = [
@@ -180,15 +181,10 @@ def _elementwise(function: Callable[..., torch.Tensor], **defaults: Any) -> Buil
     return build
 
 
-def _legacy_softmax_dim(x: torch.Tensor) -> int:
-    """torch's implicit softmax dimension for ``dim=None`` (without its deprecation warning)."""
-    return 0 if x.dim() in (0, 1, 3) else 1
-
-
 def _softmax(function: Callable[..., torch.Tensor]) -> Builder:
     def build(slots: _Slots) -> Compute:
         dim = slots.optional_integer("dim")
-        return lambda values: function(values["x"], dim=_legacy_softmax_dim(values["x"]) if dim is None else dim)
+        return lambda values: function(values["x"], dim=implicit_softmax_dim(values["x"].dim()) if dim is None else dim)
 
     return build
 

@@ -16,6 +16,9 @@ in :mod:`trama_torch.leaves`; this table holds only what differs per op:
 * ``result``: how the returned value maps to the node's outputs (``("y", ("h_n", "c_n"))`` for an
   LSTM's ``output, (h_n, c_n)``).
 * ``check``: why a particular instance cannot be exported, where the class alone does not say.
+* ``build``: the class import builds when it is not ``cls`` itself: a subclass from
+  :mod:`trama_torch.leaf_modules` whose ``forward`` computes the catalog's result where torch's
+  would not, or would warn.
 
 State needs no column: on export it is the module's ``state_dict``, on import the ``state_dict``
 of the module the constructor built, each key matched to its slot.
@@ -33,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trama.catalog import RNN_MAX_LAYERS
+from trama_torch import leaf_modules
 
 __all__ = ["LEAF_KINDS", "Arg", "LeafKind", "Structure"]
 
@@ -70,6 +74,8 @@ class LeafKind:
     forward: tuple[Arg, ...] = ()
     result: Structure = "y"
     check: Callable[[Any], str | None] | None = None
+    #: The class import builds, when not ``cls``: a subclass of it (see the module docstring).
+    build: type[nn.Module] | None = None
     #: Whether the module holds state: then it is built on the meta device and every tensor comes
     #: from the slots, which skips torch's random initialisation and proves nothing was left out.
     stateful: bool = False
@@ -293,6 +299,7 @@ LEAF_KINDS: tuple[LeafKind, ...] = (
         ),
         result=("y", "attn_weights"),
         stateful=True,
+        build=leaf_modules.MultiheadAttention,
     ),
     _kind(
         "TransformerEncoderLayer",
@@ -317,6 +324,7 @@ LEAF_KINDS: tuple[LeafKind, ...] = (
         ),
         check=_check_encoder_layer,
         stateful=True,
+        build=leaf_modules.TransformerEncoderLayer,
     ),
     _kind(
         "GRU",
@@ -342,8 +350,8 @@ LEAF_KINDS: tuple[LeafKind, ...] = (
     _kind("SiLU", nn.SiLU),
     _kind("Sigmoid", nn.Sigmoid),
     _kind("Tanh", nn.Tanh),
-    _kind("Softmax", nn.Softmax, ("dim",)),
-    _kind("LogSoftmax", nn.LogSoftmax, ("dim",)),
+    _kind("Softmax", nn.Softmax, ("dim",), build=leaf_modules.Softmax),
+    _kind("LogSoftmax", nn.LogSoftmax, ("dim",), build=leaf_modules.LogSoftmax),
     _kind("Softplus", nn.Softplus, ("beta", "threshold")),
     _kind("ELU", nn.ELU, ("alpha",)),
     _kind("Hardswish", nn.Hardswish),

@@ -15,7 +15,8 @@ Rules decided here, and why:
   and printing, never the values ``forward`` computes; what ``__init__`` sets is read back from
   the instance anyway). A subclass with its own ``forward`` (or ``_conv_forward``, or
   ``_sa_block``…) computes something else, so it is not the catalog's op and is traced instead.
-  A subclass that qualifies comes back as the catalog class. Parametrized modules
+  A subclass that qualifies comes back as the catalog class (or as the subclass import builds
+  for a few ops, :mod:`trama_torch.leaf_modules`, which counts as the op too). Parametrized modules
   (``torch.nn.utils.parametrize``) are not leaves: their weight is computed.
 * **Training mode**: documents record eval-mode semantics. A module exported in training mode is
   exported as it is (its state is what it is); it comes back in eval mode.
@@ -31,6 +32,7 @@ Rules decided here, and why:
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -61,12 +63,19 @@ __all__ = [
 ]
 
 _KINDS: Mapping[str, LeafKind] = {kind.op: kind for kind in LEAF_KINDS}
-_BY_CLASS: Mapping[type[nn.Module], LeafKind] = {kind.cls: kind for kind in LEAF_KINDS}
+#: The torch class of each op, and the subclass import builds where it is another one (a subclass
+#: that computes the catalog's result, so it is its base's op despite its own ``forward``).
+_BY_CLASS: Mapping[type[nn.Module], LeafKind] = {
+    cls: kind for kind in LEAF_KINDS for cls in (kind.cls, kind.build) if cls is not None
+}
 
 #: Methods a subclass may override and still be its base's op (see the module docstring).
 _HARMLESS_OVERRIDES = frozenset(
     {"__init__", "reset_parameters", "_reset_parameters", "extra_repr", "__repr__", "__str__"}
 )
+
+#: The start of torch's warning that a one-layer RNN's dropout is never applied.
+_RNN_DROPOUT_ADVICE = "dropout option adds dropout after all but last recurrent layer"
 
 #: Where a built module keeps its call-site constants (a plain attribute: survives copy and pickle).
 _CALL_CONSTANTS = "_trama_call_constants"
@@ -103,9 +112,10 @@ def _leaf_kind(module: nn.Module) -> LeafKind | None:
     cls = type(module)
     kind = _BY_CLASS.get(cls)
     if kind is None:
-        kind = next((_BY_CLASS[base] for base in cls.__mro__[1:] if base in _BY_CLASS), None)
-        if kind is None or _overrides_behaviour(cls, kind.cls):
+        base = next((base for base in cls.__mro__[1:] if base in _BY_CLASS), None)
+        if base is None or _overrides_behaviour(cls, base):
             return None
+        kind = _BY_CLASS[base]
     if parametrize.is_parametrized(module):
         return None
     return kind
@@ -354,12 +364,17 @@ class LeafFactory:
             entry = parameters.get(slot)
             kwargs[flag] = entry is not None and entry.value is not None
         shown = ", ".join(f"{name}={value!r}" for name, value in kwargs.items())
+        cls = kind.build or kind.cls
         try:
-            if kind.stateful:
-                with _SparedInitialisation():
-                    module = kind.cls(**kwargs, device="meta")
-            else:
-                module = kind.cls(**kwargs)
+            with warnings.catch_warnings():
+                # GRU/LSTM(num_layers=1, dropout>0) is valid (and eval mode never drops): torch's
+                # advice to use more layers is no error in the document.
+                warnings.filterwarnings("ignore", _RNN_DROPOUT_ADVICE, UserWarning)
+                if kind.stateful:
+                    with _SparedInitialisation():
+                        module = cls(**kwargs, device="meta")
+                else:
+                    module = cls(**kwargs)
         except (TypeError, ValueError, AssertionError, RuntimeError) as exc:
             raise ImportModelError(
                 f"{where}: torch.nn.{kind.cls.__name__}({shown}) failed: {exc}", node_id=node.id
