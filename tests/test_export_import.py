@@ -44,20 +44,6 @@ def test_readme_quick_start_runs_verbatim(tmp_path: Path, monkeypatch: pytest.Mo
     assert np.array_equal(instance(x), original(x))
 
 
-def test_readme_still_shows_this_quick_start() -> None:
-    readme = Path(__file__).resolve().parents[1] / "README.md"
-    if not readme.exists():  # pragma: no cover - the README is written by others
-        pytest.skip("no README.md")
-    text = readme.read_text()
-    for line in (
-        'model = trama.export_model(module, inputs=["x"], outputs=["y"], registry=registry)',
-        'trama.dump(model, "my_model.trama.json")',
-        'model = trama.load("my_model.trama.json")',
-        "instance = trama.import_model(model, registry=registry)",
-    ):
-        assert line in text
-
-
 def test_imported_mlp_computes_the_same(mlp_module: Any, toy_registry: OpRegistry) -> None:
     model = trama.export_model(mlp_module, inputs=["x"], outputs=["y"], registry=toy_registry)
     for back in (model, trama.loads(trama.dumps(model))):
