@@ -11,57 +11,31 @@ composite, built from its children). The registry hands out each factory wrapped
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
-
-import numpy as np
+from collections.abc import Mapping
 
 from trama import Parameter, Tensor
+from trama.factorytable import Factory, FactoryTable, setting
 
 __all__ = ["Factory", "implementations", "implements", "setting", "tensor_slots"]
 
-Factory = Callable[..., Any]
-F = TypeVar("F", bound=Factory)
+_TABLE = FactoryTable(
+    "jax", (f"trama_jax.{name}" for name in ("layers", "sequence", "activations", "functions", "model"))
+)
+#: The raw kernel factories by op name, as the op modules registered them (tests read these).
+_FACTORIES = _TABLE.factories
 
-_FACTORIES: dict[str, Factory] = {}
-_OP_MODULES = ("layers", "sequence", "activations", "functions", "model")
-
-
-def implements(*names: str) -> Callable[[F], F]:
-    """Register a factory ``(node, *, children, parameters) -> JaxKernel`` for these op names."""
-
-    def register(factory: F) -> F:
-        for name in names:
-            if name in _FACTORIES:
-                raise RuntimeError(f"jax op {name!r} is implemented twice")
-            _FACTORIES[name] = factory
-        return factory
-
-    return register
+#: Register a factory ``(node, *, children, parameters) -> JaxKernel`` for these op names.
+implements = _TABLE.implements
 
 
 def implementations() -> Mapping[str, Factory]:
     """Every JAX implementation, by op name, as the registry offers it (see the module's doc)."""
-    for module in _OP_MODULES:
-        importlib.import_module(f"trama_jax.{module}")
+    factories = _TABLE.load()
     from trama_jax.model import bind_kernel
 
-    return {name: bind_kernel(factory) for name, factory in _FACTORIES.items()}
+    return {name: bind_kernel(factory) for name, factory in factories.items()}
 
 
 def tensor_slots(parameters: Mapping[str, Parameter]) -> tuple[str, ...]:
     """The slots whose entries hold tensors: what a kernel takes at call time."""
     return tuple(slot for slot, entry in parameters.items() if isinstance(entry.value, Tensor))
-
-
-def setting(parameters: Mapping[str, Parameter], slot: str, default: Any = None) -> Any:
-    """A setting's value (a 0-d tensor becomes a Python scalar), or ``default`` when absent."""
-    entry = parameters.get(slot)
-    if entry is None:
-        return default
-    value = entry.value
-    if isinstance(value, Tensor):
-        array = np.asarray(value)
-        return array.item() if array.ndim == 0 else array
-    return value

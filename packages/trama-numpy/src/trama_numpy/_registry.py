@@ -7,41 +7,24 @@ registry is actually asked for, so that discovery stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
 
 import numpy as np
 
-from trama import Parameter, Tensor
+from trama import Parameter
+from trama.factorytable import Factory, FactoryTable, setting
 
 __all__ = ["Factory", "implementations", "implements", "optional_array", "required_array", "setting"]
 
-Factory = Callable[..., Any]
-F = TypeVar("F", bound=Factory)
+_TABLE = FactoryTable("numpy", (f"trama_numpy.{name}" for name in ("layers", "activations", "functions", "sequence")))
 
-_FACTORIES: dict[str, Factory] = {}
-_OP_MODULES = ("layers", "activations", "functions", "sequence")
-
-
-def implements(*names: str) -> Callable[[F], F]:
-    """Register a factory ``(node, *, children, parameters) -> kernel`` for these op names."""
-
-    def register(factory: F) -> F:
-        for name in names:
-            if name in _FACTORIES:
-                raise RuntimeError(f"numpy op {name!r} is implemented twice")
-            _FACTORIES[name] = factory
-        return factory
-
-    return register
+#: Register a factory ``(node, *, children, parameters) -> kernel`` for these op names.
+implements = _TABLE.implements
 
 
 def implementations() -> Mapping[str, Factory]:
     """Every numpy implementation, by op name."""
-    for module in _OP_MODULES:
-        importlib.import_module(f"trama_numpy.{module}")
-    return dict(_FACTORIES)
+    return _TABLE.load()
 
 
 def required_array(parameters: Mapping[str, Parameter], slot: str) -> np.ndarray:
@@ -53,15 +36,3 @@ def optional_array(parameters: Mapping[str, Parameter], slot: str) -> np.ndarray
     """A tensor slot that may be absent."""
     entry = parameters.get(slot)
     return None if entry is None or entry.value is None else np.asarray(entry.value)
-
-
-def setting(parameters: Mapping[str, Parameter], slot: str, default: Any = None) -> Any:
-    """A hyper-parameter's value (a 0-d tensor becomes a Python scalar), or ``default``."""
-    entry = parameters.get(slot)
-    if entry is None:
-        return default
-    value = entry.value
-    if isinstance(value, Tensor):
-        array = np.asarray(value)
-        return array.item() if array.ndim == 0 else array
-    return value
