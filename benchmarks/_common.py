@@ -265,6 +265,18 @@ def seconds(value: float | None) -> str:
     return f"{value:.3f}" if value < 10 else f"{value:.2f}"
 
 
+def per_call_rows(
+    seconds: dict[str, float], reference: str, names: dict[str, str], unit: float, label: str, suffix: str = ""
+) -> list[list[str]]:
+    """Table rows of per-call times against the ``reference`` case: name, time in ``label``
+    units, ratio, and the difference in microseconds."""
+    base = seconds[reference]
+    return [
+        [names[case] + suffix, f"{value / unit:.3f} {label}", ratio(value / base, 3), f"{1e6 * (value - base):+.1f}"]
+        for case, value in seconds.items()
+    ]
+
+
 def ratio(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}x"
 

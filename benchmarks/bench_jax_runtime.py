@@ -31,7 +31,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import RESULT_MARK, describe_machine, machine_info, ratio, run_worker, table, verdict, write_json
+from _common import (
+    RESULT_MARK,
+    describe_machine,
+    machine_info,
+    per_call_rows,
+    run_worker,
+    table,
+    verdict,
+    write_json,
+)
 
 TARGET = 1.1
 CASES = {
@@ -126,16 +135,8 @@ def measure(args: argparse.Namespace, width: int, batch: int, number: int) -> di
 
 
 def rows(best: dict[str, dict[str, float]], unit: float, label: str) -> list[list[str]]:
-    reference = best["jit"]["seconds"]
-    return [
-        [
-            CASES[case],
-            f"{result['seconds'] / unit:.3f} {label}",
-            ratio(result["seconds"] / reference, 3),
-            f"{1e6 * (result['seconds'] - reference):+.1f}",
-        ]
-        for case, result in best.items()
-    ]
+    seconds = {case: result["seconds"] for case, result in best.items()}
+    return per_call_rows(seconds, "jit", CASES, unit, label)
 
 
 def main(argv: list[str] | None = None) -> int:

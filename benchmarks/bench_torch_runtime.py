@@ -30,7 +30,16 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from _common import RESULT_MARK, describe_machine, machine_info, ratio, run_worker, table, verdict, write_json
+from _common import (
+    RESULT_MARK,
+    describe_machine,
+    machine_info,
+    per_call_rows,
+    run_worker,
+    table,
+    verdict,
+    write_json,
+)
 
 TARGET = 1.05
 CASES = {
@@ -104,16 +113,7 @@ def measure(args: argparse.Namespace, width: int, batch: int, number: int) -> tu
 
 
 def rows(best: dict[str, float], unit: float, label: str, suffix: str = "") -> list[list[str]]:
-    reference = best["module"]
-    return [
-        [
-            CASES[case] + suffix,
-            f"{seconds / unit:.3f} {label}",
-            ratio(seconds / reference, 3),
-            f"{1e6 * (seconds - reference):+.1f}",
-        ]
-        for case, seconds in best.items()
-    ]
+    return per_call_rows(best, "module", CASES, unit, label, suffix)
 
 
 def main(argv: list[str] | None = None) -> int:
