@@ -26,3 +26,103 @@ def test_listing_plugins_and_the_jax_table_does_not_import_jax() -> None:
     facts = json.loads(result.stdout)
     assert facts["jax"] is False
     assert facts["ops"] >= len(standard_specs())
+
+
+# --- A pack's JAX factory takes the same path as trama-jax's own ------------------------------
+
+
+def _pack_entry_point() -> object:
+    """A third-party pack, as a fake entry point: ``pack.Scale`` (y = x * weight), whose JAX
+    factory returns a public :class:`trama_jax.JaxKernel` and nothing else."""
+    from collections.abc import Mapping, Sequence
+    from types import SimpleNamespace
+    from typing import Any
+
+    from trama import OpSpec, ParameterSchema
+    from trama.hookspecs import hookimpl
+
+    def build_scale(node: Any, *, children: Mapping[str, Any], parameters: Mapping[str, Any]) -> Any:
+        from trama_jax import JaxKernel
+
+        def apply(tensors: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
+            return {"y": inputs["x"] * tensors["weight"]}
+
+        return JaxKernel(apply, tensor_slots=("weight",))
+
+    @hookimpl
+    def trama_op_specs() -> Sequence[OpSpec]:
+        return [
+            OpSpec("pack.Scale", inputs=("x",), outputs=("y",), parameters=(ParameterSchema("weight", ("tensor",)),))
+        ]
+
+    @hookimpl
+    def trama_frameworks() -> Sequence[str]:
+        return ["jax"]
+
+    @hookimpl
+    def trama_op_implementations(framework: str) -> Mapping[str, Any] | None:
+        return {"pack.Scale": build_scale} if framework == "jax" else None
+
+    module = SimpleNamespace(
+        trama_op_specs=trama_op_specs,
+        trama_frameworks=trama_frameworks,
+        trama_op_implementations=trama_op_implementations,
+    )
+    return SimpleNamespace(name="pack", dist=SimpleNamespace(name="trama-pack", version="1.0"), load=lambda: module)
+
+
+def test_a_packs_jax_kernel_imports_as_a_module_with_params_and_runs_on_jax_cpu() -> None:
+    import importlib_metadata
+    import jax
+    import numpy as np
+
+    import trama
+    from trama import Model, Node, Parameter, Ref, Tensor
+    from trama.plugins import ENTRY_POINT_GROUP, PluginHost, reset_plugins
+    from trama_jax import JaxModule
+
+    installed = list(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP))
+    reset_plugins(PluginHost([*installed, _pack_entry_point()]))
+    try:
+        weight = np.array([1.0, -2.0, 0.5], dtype=np.float32)
+        model = Model(
+            inputs=["x"],
+            outputs=[Ref("root", "y")],
+            nodes=[Node("root", "pack.Scale", {"x": Ref("%input", "x")}, ["y"], {"weight": "w"})],
+            parameters={"w": Parameter(Tensor.from_array(weight), learnable=True)},
+        )
+        module = trama.import_model(model, registry=trama.registry("jax"))
+        assert isinstance(module, JaxModule)
+        assert set(module.params) == {"w"}
+        x = np.array([2.0, 3.0, 4.0], dtype=np.float32)
+        y = module.apply(module.params, x)  # one output: one value
+        np.testing.assert_array_equal(np.asarray(y), x * weight)
+        # Differentiable in its params, as trama-jax's own ops are.
+        grad = jax.grad(lambda params: module.apply(params, x).sum())(module.params)
+        np.testing.assert_array_equal(np.asarray(grad["w"]), x)
+        (z,) = trama.runtime_for_name("jax:cpu").prepare(model).run([x])
+        np.testing.assert_array_equal(np.asarray(z), x * weight)
+    finally:
+        reset_plugins()
+
+
+def test_a_leaf_factory_that_builds_no_kernel_is_a_clear_error() -> None:
+    from trama import ImportModelError, Model, Node, OpSpec, Ref
+    from trama.opregistry import OpRegistry
+    from trama_jax import build
+    from trama_jax.plugin import as_jax_module
+
+    registry = OpRegistry(
+        [OpSpec("pack.Bad", inputs=("x",), outputs=("y",), factory=as_jax_module(lambda node, **_: object()))],
+        framework="jax",
+    )
+    model = Model(
+        inputs=["x"],
+        outputs=[Ref("root", "y")],
+        nodes=[Node("root", "pack.Bad", {"x": Ref("%input", "x")}, ["y"], {})],
+        parameters={},
+    )
+    import pytest
+
+    with pytest.raises(ImportModelError, match=r"built a object, not a trama_jax\.JaxKernel"):
+        build(model, registry)

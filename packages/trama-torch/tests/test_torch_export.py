@@ -444,3 +444,38 @@ def test_returning_a_non_tensor_is_an_error() -> None:
 def test_asking_for_a_wrong_number_of_outputs_is_an_error() -> None:
     with pytest.raises(trama.ExportError, match=r"returns 1 tensor\(s\), but the outputs \['a', 'b'\]"):
         export(Encoder(), ["x"], ["a", "b"])
+
+
+class Residual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x)
+
+
+def test_the_document_names_torch_and_imports_back_with_torch_without_a_registry(tmp_path: object) -> None:
+    """``metadata.framework`` records torch and its version, so ``trama.import_model(doc)`` with no
+    registry gives torch modules (before, the document named no framework and numpy was used)."""
+    import pathlib
+
+    model = Residual().eval()
+    doc = export(model, ["x"], ["y"])
+    assert doc.metadata["framework"] == {"name": "torch", "version": torch.__version__}
+    path = pathlib.Path(str(tmp_path)) / "residual.trama.json"
+    trama.dump(doc, path)
+    back = trama.import_model(trama.load(path))
+    assert isinstance(back, nn.Module)
+    assert isinstance(back.body, nn.Sequential)
+    assert isinstance(back.body[0], nn.Linear)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        assert torch.equal(back(x), model(x))
+
+
+def test_metadata_given_by_the_caller_overrides_the_recorded_framework() -> None:
+    doc = trama.export_model(
+        Residual(), inputs=["x"], outputs=["y"], metadata={"framework": {"name": "numpy", "version": "2"}}
+    )
+    assert doc.metadata["framework"] == {"name": "numpy", "version": "2"}

@@ -42,6 +42,8 @@ class _ExportSession:
         # The nodes being exported now, outermost first (the ancestors of the next node), with
         # their objects' ids: an object among them that is exported again contains itself.
         self.active: list[tuple[str, int]] = []
+        # The frameworks exporters recorded, outermost object's first: name -> version.
+        self.frameworks: dict[str, str] = {}
 
     def add(self, slot: int, node: Node) -> None:
         """Put a finished node in its reserved place."""
@@ -229,6 +231,19 @@ class ExportContext:
         found = self._session.exported.get(id(obj))
         return found[1] if found is not None else None
 
+    def record_framework(self, name: str, version: str) -> None:
+        """Say which framework the object being exported belongs to (``"torch"``, ``"2.13.0"``).
+
+        :func:`export_model` writes the first framework recorded, the outermost object's, as the
+        document's ``metadata.framework``, which is what ``trama.import_model(doc)`` without a
+        registry imports with. Exporters of framework objects call this; a pack whose objects
+        are plain Python need not."""
+        if not isinstance(name, str) or not name or not isinstance(version, str):
+            raise ExportError(
+                f"record_framework needs a framework name and a version string, got {name!r}, {version!r}"
+            )
+        self._session.frameworks.setdefault(name, version)
+
     def parameter(self, value: Any, *, slot: str) -> str:
         """Add a value to the table now and return its entry name (rarely needed: values in
         ``NodeFragment.parameters`` are added automatically)."""
@@ -322,7 +337,10 @@ def export_model(
     (:func:`trama.registry`: every installed plugin's specs and exporters) is used, and ops it
     does not know are left unchecked. The result is always structurally valid: a broken
     exporter is reported here, not when the file is read back. Unless ``opsets`` is given, the
-    document records the opset version of each installed namespace its ops use.
+    document records the opset version of each installed namespace its ops use. The metadata
+    names the framework the exported objects belong to, as their exporter recorded it
+    (:meth:`ExportContext.record_framework`), so that ``trama.import_model(doc)`` imports with it;
+    ``metadata`` given here is merged over that.
     """
     from trama.plugins import plugin_host
     from trama.validation import validate  # local: validation imports the model layer only
@@ -334,7 +352,10 @@ def export_model(
     _export_object(session, module, root, {name: Ref(INPUT, name) for name in inputs}, list(outputs))
     nodes = [node for node in session.nodes if node is not None]
     _rename_clashing_parameters(nodes, session.parameters)
-    producer = {"producer": {"name": "trama", "version": __version__}}
+    producer: dict[str, Any] = {"producer": {"name": "trama", "version": __version__}}
+    if session.frameworks:
+        name, version = next(iter(session.frameworks.items()))
+        producer["framework"] = {"name": name, "version": version}
     model = Model(
         inputs=list(inputs),
         outputs=[Ref(root, name) for name in outputs],

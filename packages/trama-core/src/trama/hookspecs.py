@@ -25,6 +25,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "trama_exporters",
+    "trama_factory_adapters",
     "trama_frameworks",
     "trama_op_implementations",
     "trama_op_specs",
@@ -90,6 +91,27 @@ def trama_exporters(framework: str) -> Sequence[Exporter] | None:
 
     An exporter is offered objects of every kind, so it must decline foreign ones quickly and
     without importing its framework (check ``type(obj).__module__`` first). Stable.
+
+    **Priority.** The first exporter that returns a fragment wins, and the order never depends
+    on discovery order alone: plugins whose implementation is marked ``@hookimpl(tryfirst=True)``
+    are asked first, then plain ones, then ``@hookimpl(trylast=True)`` ones; within one of those
+    tiers, in discovery order. Catch-all exporters (trama-torch's tracer, which claims every
+    ``torch.nn.Module``) are ``trylast``, so a pack's plain exporter for its own classes always
+    comes before them.
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def trama_factory_adapters(framework: str) -> Sequence[Callable[[Factory], Factory]] | None:
+    """Wrappers that ``framework``'s own package applies to *every* factory implementing an op
+    for it, its own and every pack's, so that all of them go through the same path.
+
+    trama-jax uses this to turn the :class:`trama_jax.JaxKernel` a factory returns into the
+    module that its importer and runtimes wire, so a pack's JAX factory simply returns a
+    ``JaxKernel``. An adapter is called once per factory when the registry is built, must not
+    import the framework, and returns the factory to use (same signature). Provisional: meant
+    for framework packages, not op packs.
     """
     raise NotImplementedError
 

@@ -10,16 +10,23 @@ Loading is forgiving where it can be and strict where guessing would be wrong: a
 fails to import is reported (with its distribution and the reason) and the others still load;
 two distributions that give one op name different specifications, or implement one op twice for
 a framework, make :func:`registry` fail with an error naming both.
+
+The environment variable ``TRAMA_PLUGINS`` restricts which entry points are loaded (as llm's
+``LLM_LOAD_PLUGINS`` does): unset, every one; set, a comma-separated allowlist of entry-point or
+distribution names (case-insensitive, ``-`` and ``_`` alike); set but empty, none. The standard
+catalog is part of trama itself and always there. Entry points left out are never imported.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import importlib_metadata
 import pluggy
@@ -31,9 +38,11 @@ from trama.opregistry import OpRegistry, OpSpec
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "SELECTION_VARIABLE",
     "PluginHost",
     "PluginInfo",
     "PluginLoadWarning",
+    "PluginSelection",
     "implementation_coverage",
     "plugin_host",
     "registry",
@@ -41,6 +50,10 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "trama"
+#: The default of ``PluginHost(selection=...)``: read ``TRAMA_PLUGINS``.
+_FromEnvironment = Literal["environment"]
+#: The environment variable that restricts which entry points are loaded (see the module doc).
+SELECTION_VARIABLE = "TRAMA_PLUGINS"
 _HOOK_NAMES = frozenset(name for name in hookspecs.__all__ if name.startswith("trama_"))
 #: Frameworks that always have a registry, implemented or not, so that asking for one before its
 #: package is installed says which op lacks an implementation rather than that the name is unknown.
@@ -64,6 +77,37 @@ class PluginInfo:
     errors: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class PluginSelection:
+    """Which entry points ``TRAMA_PLUGINS`` let in, for ``trama plugins`` to show.
+
+    ``allowed`` is ``None`` when the variable is unset (everything loads), else the names it
+    lists (empty: none). ``skipped`` holds ``(entry point, distribution)`` of what was left out,
+    ``unmatched`` the listed names that match no installed entry point (likely a typo).
+    """
+
+    allowed: tuple[str, ...] | None = None
+    skipped: tuple[tuple[str, str], ...] = ()
+    unmatched: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return self.allowed is not None
+
+
+def selection_from_environment(environ: Mapping[str, str] | None = None) -> tuple[str, ...] | None:
+    """The allowlist ``TRAMA_PLUGINS`` states: ``None`` when unset, names otherwise."""
+    value = (os.environ if environ is None else environ).get(SELECTION_VARIABLE)
+    if value is None:
+        return None
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
+def _normalized(name: str) -> str:
+    """Names compare as package names do (PEP 503): case-insensitive, ``-``, ``_``, ``.`` alike."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 @dataclass(slots=True)
 class _Plugin:
     name: str
@@ -77,10 +121,17 @@ class PluginHost:
     """One plugin manager and everything derived from it, computed once and cached.
 
     ``entry_points`` replaces discovery (tests); by default every installed distribution's
-    entry points in the group ``trama`` are loaded.
+    entry points in the group ``trama`` are loaded. ``selection`` is the allowlist of entry-point
+    or distribution names to load (``None``: all); by default, what ``TRAMA_PLUGINS`` says.
     """
 
-    def __init__(self, entry_points: Iterable[Any] | None = None, *, include_core: bool = True) -> None:
+    def __init__(
+        self,
+        entry_points: Iterable[Any] | None = None,
+        *,
+        include_core: bool = True,
+        selection: Iterable[str] | _FromEnvironment | None = "environment",
+    ) -> None:
         self._manager = pluggy.PluginManager(hookspecs.PROJECT)
         self._manager.add_hookspecs(hookspecs)
         self._plugins: list[_Plugin] = []
@@ -96,14 +147,39 @@ class PluginHost:
             from trama.catalog import plugin as core_plugin
 
             self._add(_Plugin("catalog", CORE_DISTRIBUTION, _version(CORE_DISTRIBUTION), core_plugin))
-        for entry in _trama_entry_points() if entry_points is None else entry_points:
-            self._load(entry)
+        allowed = selection_from_environment() if selection == "environment" else selection
+        self._selection = self._select(
+            list(_trama_entry_points() if entry_points is None else entry_points),
+            None if allowed is None else tuple(allowed),
+        )
+
+    def _select(self, entries: list[Any], allowed: tuple[str, ...] | None) -> PluginSelection:
+        """Load the entries the allowlist names (all without one) and record what it left out."""
+        if allowed is None:
+            for entry in entries:
+                self._load(entry)
+            return PluginSelection()
+        wanted = {_normalized(name) for name in allowed}
+        matched: set[str] = set()
+        skipped: list[tuple[str, str]] = []
+        for entry in entries:
+            names = {_normalized(entry.name), _normalized(_distribution_name(entry))} & wanted
+            if names:
+                matched |= names
+                self._load(entry)
+            else:
+                skipped.append((entry.name, _distribution_name(entry)))
+        unmatched = tuple(name for name in allowed if _normalized(name) not in matched)
+        return PluginSelection(allowed, tuple(skipped), unmatched)
+
+    def selection(self) -> PluginSelection:
+        """What ``TRAMA_PLUGINS`` (or the ``selection`` argument) let in and left out."""
+        return self._selection
 
     def _load(self, entry: Any) -> None:
         dist = getattr(entry, "dist", None)
-        distribution = dist.name if dist is not None else "(unknown distribution)"
         version = dist.version if dist is not None else "?"
-        plugin = _Plugin(entry.name, distribution, version)
+        plugin = _Plugin(entry.name, _distribution_name(entry), version)
         try:
             plugin.module = entry.load()
         except Exception as exc:  # a broken plugin must not take the others down
@@ -277,6 +353,8 @@ class PluginHost:
                     factories[name] = (factory, plugin.distribution)
         if problems:
             raise RegistryError("; ".join(problems))
+        if framework is not None:
+            factories = self._adapted(framework, factories)
         result = OpRegistry(
             (
                 dataclasses.replace(spec, factory=factories[name][0] if name in factories else None)
@@ -285,11 +363,31 @@ class PluginHost:
             framework=framework,
         )
         frameworks = [framework] if framework is not None else self.frameworks()
-        for plugin in self._plugins:
+        for plugin in self._by_priority("trama_exporters"):
             for each in frameworks:
                 for exporter in self._call(plugin, "trama_exporters", framework=each) or ():
                     result.add_exporter(exporter)
         return result
+
+    def _by_priority(self, hook: str) -> list[_Plugin]:
+        """The plugins in the order their ``hook`` is asked: ``tryfirst`` implementations, then
+        plain ones, then ``trylast`` ones, each tier in discovery order (a stable sort)."""
+        tiers: dict[int, int] = {}
+        for impl in getattr(self._manager.hook, hook).get_hookimpls():
+            tiers[id(impl.plugin)] = 0 if impl.tryfirst else 2 if impl.trylast else 1
+        return sorted(self._plugins, key=lambda plugin: tiers.get(id(plugin.module), 1))
+
+    def _adapted(self, framework: str, factories: dict[str, tuple[Any, str]]) -> dict[str, tuple[Any, str]]:
+        """Every factory for ``framework`` passed through the adapters that plugins declare for it
+        (``trama_factory_adapters``), so that a pack's factories take the framework's own path."""
+        for plugin in self._by_priority("trama_factory_adapters"):
+            for adapter in self._call(plugin, "trama_factory_adapters", framework=framework) or ():
+                try:
+                    factories = {name: (adapter(factory), dist) for name, (factory, dist) in factories.items()}
+                except Exception as exc:
+                    plugin.errors.append(f"a factory adapter failed: {type(exc).__name__}: {exc}")
+                    _warn(plugin, plugin.errors[-1])
+        return factories
 
     def coverage(self) -> dict[str, frozenset[str]]:
         """For each framework, the names of the ops it has implementations for."""
@@ -308,6 +406,11 @@ class PluginHost:
 
 def _trama_entry_points() -> Iterable[Any]:
     return importlib_metadata.entry_points(group=ENTRY_POINT_GROUP)
+
+
+def _distribution_name(entry: Any) -> str:
+    dist = getattr(entry, "dist", None)
+    return str(dist.name) if dist is not None else "(unknown distribution)"
 
 
 def _version(distribution: str) -> str:

@@ -13,6 +13,7 @@ kernel per leaf (see :mod:`trama.execution`).
 
 from __future__ import annotations
 
+import importlib.util
 import time
 import warnings
 from abc import ABC, abstractmethod
@@ -59,6 +60,19 @@ class Runtime(ABC):
     def is_available(self) -> bool:
         """Whether it can run here (its framework is importable and the device exists)."""
         return True
+
+    def unavailable_reason(self) -> str | None:
+        """Why :meth:`is_available` says no, in a few words (``None`` when it says yes), for
+        ``trama runtimes``. This default can only tell a framework that is not installed from a
+        device that is absent; a runtime that knows more (a missing driver) overrides it."""
+        if self.is_available():
+            return None
+        module = self.framework
+        try:
+            missing = module.isidentifier() and importlib.util.find_spec(module) is None
+        except (ImportError, ValueError):  # a framework name that is no module name
+            missing = False
+        return f"{module} is not installed" if missing else f"no {self.device} device here"
 
     def for_name(self, name: str) -> Runtime | None:
         """This runtime if it answers to ``name`` (its name or an alias), else ``None``.
@@ -120,9 +134,26 @@ def runtime_for_name(name: str) -> Runtime:
     unavailable = [r.name() for r in registered if not r.is_available()]
     known = any(r.for_name(name) is not None for r in registered) or kinds is not None
     reason = "is not available on this machine" if known else "is not a known runtime"
-    listing = ", ".join(available) or "none: install trama-numpy"
+    listing = ", ".join(available) or "none"
     extra = f"; registered but unavailable here: {', '.join(unavailable)}" if unavailable else ""
-    raise RuntimeNotFoundError(f"runtime {name!r} {reason}; available: {listing}{extra}")
+    raise RuntimeNotFoundError(f"runtime {name!r} {reason}; available: {listing}{extra}{_install_hint(name, known)}")
+
+
+#: The package that provides the runtimes whose names start so (``"torch:cuda"`` -> trama-torch).
+PROVIDERS = {"default": "trama-numpy", "numpy": "trama-numpy", "torch": "trama-torch", "jax": "trama-jax"}
+
+
+def _install_hint(name: str, known: bool) -> str:
+    """What to do when a runtime is missing: install its package, or let ``TRAMA_PLUGINS`` load it."""
+    from trama.plugins import SELECTION_VARIABLE, plugin_host
+
+    selection = plugin_host().selection()
+    package = PROVIDERS.get(name.split(":")[0])
+    if known or package is None:
+        return ""
+    if selection.active and any(distribution == package for _, distribution in selection.skipped):
+        return f" ({package} is installed but {SELECTION_VARIABLE} leaves it out)"
+    return f"; install {package} (pip install {package})"
 
 
 class Runnable(ABC):

@@ -4,9 +4,9 @@ Each op module registers its factories when imported; :func:`implementations` im
 which the plugin does only when a jax registry is asked for, so that discovery stays cheap. A
 factory is called as ``factory(node, *, children, parameters)`` and returns a
 :class:`~trama_jax.kernel.JaxKernel` (a leaf) or a :class:`~trama_jax.model.JaxModule` (a
-composite, built from its children). The registry hands out each factory wrapped by
-:func:`~trama_jax.model.bind_kernel`, so that importing gives a module that knows its node:
-``_FACTORIES`` keeps the kernel factories themselves, for kernels' own tests.
+composite, built from its children). The registry hands out every jax factory, these and any
+pack's, through the plugin's factory adapter, so that importing gives a module that knows its
+node: ``_FACTORIES`` keeps the kernel factories themselves, for kernels' own tests.
 """
 
 from __future__ import annotations
@@ -29,11 +29,8 @@ implements = _TABLE.implements
 
 
 def implementations() -> Mapping[str, Factory]:
-    """Every JAX implementation, by op name, as the registry offers it (see the module's doc)."""
-    factories = _TABLE.load()
-    from trama_jax.model import bind_kernel
-
-    return {name: bind_kernel(factory) for name, factory in factories.items()}
+    """Every JAX implementation, by op name (the registry adapts them: see the module's doc)."""
+    return _TABLE.load()
 
 
 def tensor_slots(parameters: Mapping[str, Parameter]) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +66,7 @@ __all__ = [
     "JaxModule",
     "JaxProgram",
     "Member",
-    "bind_kernel",
+    "as_module",
     "build",
     "export_jax_object",
 ]
@@ -222,6 +222,7 @@ class JaxModule(ABC):
     def to_node(self, ctx: ExportContext) -> NodeFragment:
         """This module's node with its current parameter values (the :class:`trama.ExportableOp`
         protocol, so that ``trama.export_model(module, ...)`` works)."""
+        ctx.record_framework("jax", jax.__version__)
         return _Export(self.params, self.buffers).fragment(self, ctx)
 
     def to_model(self, params: Mapping[str, Any] | None = None) -> Model:
@@ -389,18 +390,11 @@ class JaxProgram(JaxModule):
 # --- Building -------------------------------------------------------------------------------
 
 
-def bind_kernel(factory: Callable[..., Any]) -> Callable[..., Any]:
-    """``factory`` as the registry offers it: a kernel it builds comes back as a :class:`JaxLeaf`
-    that knows its node and entries, so that a composite can wire it and collect its parameters;
-    anything else (a composite module) comes back as it is."""
-
-    def build_module(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Any:
-        built = factory(node, children=children, parameters=parameters)
-        return JaxLeaf(node, built, parameters) if isinstance(built, JaxKernel) else built
-
-    build_module.__name__ = getattr(factory, "__name__", "build_module")
-    build_module.__doc__ = factory.__doc__
-    return build_module
+def as_module(node: Node, built: Any, parameters: Mapping[str, Parameter]) -> Any:
+    """What a jax factory built, as the registry hands it out: a :class:`JaxKernel` becomes a
+    :class:`JaxLeaf` that knows its node and entries, so that a composite can wire it and collect
+    its parameters; anything else (a composite module) comes back as it is."""
+    return JaxLeaf(node, built, parameters) if isinstance(built, JaxKernel) else built
 
 
 def build(model: Model, registry: OpRegistry | None = None) -> JaxProgram:
@@ -425,7 +419,11 @@ def build(model: Model, registry: OpRegistry | None = None) -> JaxProgram:
             parameters = {slot: model.parameters[key] for slot, key in target.parameters.items()}
             obj = build_node(target, registry, children={}, parameters=parameters)
             if not isinstance(obj, JaxLeaf):
-                raise ImportModelError(f"the jax factory of {target.op!r} did not build a kernel", node_id=target.id)
+                raise ImportModelError(
+                    f"the jax factory of leaf op {target.op!r} built a {type(obj).__name__}, not a "
+                    "trama_jax.JaxKernel (a leaf's jax factory returns JaxKernel(apply, tensor_slots=...))",
+                    node_id=target.id,
+                )
             made: JaxModule = obj
         else:
             parameters = {slot: model.parameters[key] for slot, key in target.parameters.items()}

@@ -50,9 +50,32 @@ def export_jax_model(obj: Any, ctx: Any) -> Any:
     return module.export_jax_object(obj, ctx)
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def trama_exporters(framework: str) -> Sequence[Any] | None:
     return [export_jax_model] if framework == FRAMEWORK else None
+
+
+def as_jax_module(factory: Any) -> Any:
+    """``factory`` as the jax registry offers it, whoever provides it: a
+    :class:`~trama_jax.JaxKernel` it builds comes back as the module that knows its node and
+    entries (what composites wire and what ``import_model`` returns); a module it builds comes
+    back as it is. Imports JAX only when a node is built."""
+    build = getattr(factory, "from_node", factory)
+
+    def build_module(node: Any, *, children: Any, parameters: Any) -> Any:
+        from trama_jax.model import as_module
+
+        return as_module(node, build(node, children=children, parameters=parameters), parameters)
+
+    build_module.__name__ = getattr(factory, "__name__", "build_module")
+    build_module.__doc__ = factory.__doc__
+    return build_module
+
+
+@hookimpl
+def trama_factory_adapters(framework: str) -> Sequence[Any] | None:
+    """Every jax factory, trama-jax's own and every pack's, goes through :func:`as_jax_module`."""
+    return [as_jax_module] if framework == FRAMEWORK else None
 
 
 @hookimpl

@@ -22,6 +22,7 @@ training neither fails nor disturbs the training.
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from trama.errors import ExportError
@@ -47,6 +48,7 @@ __all__ = ["export_module"]
 
 def export_module(module: nn.Module, ctx: ExportContext) -> NodeFragment:
     """The node of ``module`` at ``ctx.node_id`` (see the module docstring for the choice)."""
+    ctx.record_framework("torch", torch.__version__)
     with export_state(module) as state:
         site = state.pending.pop(ctx.node_id, None) or site_from_ports(module, ctx)
         state.constants[ctx.node_id] = dict(site.constants)

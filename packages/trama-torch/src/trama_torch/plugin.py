@@ -56,8 +56,10 @@ def export_torch_module(obj: Any, ctx: Any) -> Any:
     return export_module(obj, ctx)
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def trama_exporters(framework: str) -> Sequence[Any] | None:
+    """The tracer claims every ``torch.nn.Module``, so it is asked last: a pack's exporter for its
+    own torch classes (a plain ``@hookimpl``) is asked first, whatever the discovery order."""
     return [export_torch_module] if framework == FRAMEWORK else None
 
 
