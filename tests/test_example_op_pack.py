@@ -72,8 +72,8 @@ CLI = "import sys; from trama.cli import main; sys.exit(main(sys.argv[1:]))"
 def _can_build_offline() -> bool:
     """Whether this interpreter can build the example's wheel itself (``--no-build-isolation``).
 
-    setuptools builds wheels on its own from 70.1; older ones (a fresh Python 3.11 venv has
-    65.5) need the ``wheel`` package. Otherwise pip must set up an isolated build environment,
+    The example declares ``setuptools>=77`` (the first that reads an SPDX ``license``), which
+    builds wheels on its own. With an older one pip must set up an isolated build environment,
     which downloads setuptools from the configured index.
     """
     try:
@@ -81,7 +81,7 @@ def _can_build_offline() -> bool:
     except importlib.metadata.PackageNotFoundError:
         return False
     major_minor = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
-    return major_minor >= (70, 1) or importlib.util.find_spec("wheel") is not None
+    return major_minor >= (77, 0)
 
 
 def _install_stamped_copy(tmp_path: Path) -> tuple[Path, str]:
