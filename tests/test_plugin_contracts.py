@@ -274,3 +274,36 @@ def _fresh() -> Iterator[None]:
     reset_plugins()
     yield
     reset_plugins()
+
+
+def test_trama_plugins_shows_what_the_variable_selected(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from trama.cli import main
+
+    monkeypatch.setenv(SELECTION_VARIABLE, "lenses, nope")
+    reset_plugins(PluginHost())
+    listing = subprocess.run(
+        [sys.executable, "-c", "import sys; from trama.cli import main; sys.exit(main(['plugins']))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    first = listing.stdout.splitlines()[0]
+    assert first.startswith(f"{SELECTION_VARIABLE} selects lenses, nope; left out: ")
+    assert "numpy (trama-numpy)" in first
+    assert "no installed plugin is called 'nope'" in first
+    assert "trama-lenses" in listing.stdout
+    assert "trama-numpy" not in listing.stdout.split("\n", 1)[1]
+
+    reset_plugins(PluginHost())
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["plugins", "--json"]) == 0
+    selection = json.loads(out.getvalue())["selection"]
+    assert selection["allowed"] == ["lenses", "nope"]
+    assert {"name": "numpy", "distribution": "trama-numpy"} in selection["skipped"]
+    assert selection["unmatched"] == ["nope"]
