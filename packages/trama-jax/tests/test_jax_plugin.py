@@ -126,3 +126,59 @@ def test_a_leaf_factory_that_builds_no_kernel_is_a_clear_error() -> None:
 
     with pytest.raises(ImportModelError, match=r"built a object, not a trama_jax\.JaxKernel"):
         build(model, registry)
+
+
+def test_a_packs_composite_op_imports_with_the_public_composite_factory() -> None:
+    """``trama_jax.build_composite`` lets a pack's composite op import as a module that runs its
+    children by its wiring (here two ``pack.Scale`` leaves in a row)."""
+    from collections.abc import Mapping, Sequence
+    from types import SimpleNamespace
+    from typing import Any
+
+    import importlib_metadata
+    import numpy as np
+
+    import trama
+    from trama import Model, Node, OpSpec, Parameter, Ref, Tensor
+    from trama.hookspecs import hookimpl
+    from trama.plugins import ENTRY_POINT_GROUP, PluginHost, reset_plugins
+    from trama_jax import JaxComposite, build_composite
+
+    scale_pack = _pack_entry_point()
+
+    @hookimpl
+    def trama_op_specs() -> Sequence[OpSpec]:
+        return [OpSpec("chain.Chain", inputs=("x",), outputs=("y",), composite=True)]
+
+    @hookimpl
+    def trama_op_implementations(framework: str) -> Mapping[str, Any] | None:
+        return {"chain.Chain": build_composite} if framework == "jax" else None
+
+    module = SimpleNamespace(trama_op_specs=trama_op_specs, trama_op_implementations=trama_op_implementations)
+    chain_pack = SimpleNamespace(
+        name="chain", dist=SimpleNamespace(name="trama-chain", version="1"), load=lambda: module
+    )
+    installed = list(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP))
+    reset_plugins(PluginHost([*installed, scale_pack, chain_pack]))
+    try:
+        w1, w2 = np.float32([2.0, 3.0]), np.float32([5.0, -1.0])
+        model = Model(
+            inputs=["x"],
+            outputs=[Ref("root", "y")],
+            nodes=[
+                Node("root", "chain.Chain", {"x": Ref("%input", "x")}, ["y"], {}, {"y": Ref("root.b", "y")}),
+                Node("root.a", "pack.Scale", {"x": Ref("%input", "x")}, ["y"], {"weight": "w1"}),
+                Node("root.b", "pack.Scale", {"x": Ref("root.a", "y")}, ["y"], {"weight": "w2"}),
+            ],
+            parameters={
+                "w1": Parameter(Tensor.from_array(w1), learnable=True),
+                "w2": Parameter(Tensor.from_array(w2), learnable=True),
+            },
+        )
+        imported = trama.import_model(model, registry=trama.registry("jax"))
+        assert isinstance(imported, JaxComposite)
+        assert set(imported.params) == {"w1", "w2"}
+        x = np.float32([1.0, 1.0])
+        np.testing.assert_array_equal(np.asarray(imported.apply(imported.params, x)), x * w1 * w2)
+    finally:
+        reset_plugins()

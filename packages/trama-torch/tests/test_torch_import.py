@@ -250,3 +250,142 @@ def test_imported_composites_are_in_eval_mode() -> None:
     model = Net().eval()
     back = round_trip(model, ["tokens", "bias"], ["logits", "hidden"]).module
     assert not any(module.training for module in back.modules())
+
+
+class _Mix(nn.Module):
+    """A pack's torch module with two ports and an optional third: ``a - 2 b (+ c)``."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
+        return a - 2 * b + (c if c is not None else 0)
+
+
+def _mix_pack() -> object:
+    from collections.abc import Mapping, Sequence
+    from types import SimpleNamespace
+    from typing import Any
+
+    from trama import OpSpec
+    from trama.hookspecs import hookimpl
+
+    @hookimpl
+    def trama_op_specs() -> Sequence[OpSpec]:
+        return [OpSpec("mixpack.Mix", inputs=("a", "b"), outputs=("y",), optional_inputs=("c",))]
+
+    @hookimpl
+    def trama_op_implementations(framework: str) -> Mapping[str, Any] | None:
+        return {"mixpack.Mix": lambda node, **_: _Mix()} if framework == "torch" else None
+
+    module = SimpleNamespace(trama_op_specs=trama_op_specs, trama_op_implementations=trama_op_implementations)
+    return SimpleNamespace(name="mix", dist=SimpleNamespace(name="trama-mixpack", version="1"), load=lambda: module)
+
+
+@pytest.mark.parametrize(
+    ("ports", "expected"),
+    [
+        (["b", "a"], lambda a, b, c: a - 2 * b),  # the document's order is not the call's
+        (["a", "c", "b"], lambda a, b, c: a - 2 * b + c),
+        (["c", "a"], None),  # b is required: validation refuses it
+    ],
+)
+def test_a_packs_module_gets_its_ports_in_its_specs_order(ports: list[str], expected: object) -> None:
+    import importlib_metadata
+
+    from trama.plugins import ENTRY_POINT_GROUP, PluginHost, reset_plugins
+
+    installed = list(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP))
+    reset_plugins(PluginHost([*installed, _mix_pack()]))
+    try:
+        model = trama.Model(
+            inputs=ports,
+            outputs=[trama.Ref("root", "y")],
+            nodes=[
+                trama.Node(
+                    "root",
+                    "Graph",
+                    {p: trama.Ref("%input", p) for p in ports},
+                    ["y"],
+                    {},
+                    {"y": trama.Ref("root.mix", "y")},
+                ),
+                trama.Node("root.mix", "mixpack.Mix", {p: trama.Ref("%input", p) for p in ports}, ["y"], {}),
+            ],
+            parameters={},
+        )
+        a, b, c = torch.tensor([1.0]), torch.tensor([10.0]), torch.tensor([100.0])
+        values = {"a": a, "b": b, "c": c}
+        if expected is None:
+            with pytest.raises(trama.TramaError):
+                trama.import_model(model, registry=trama.registry("torch"))
+            return
+        module = trama.import_model(model, registry=trama.registry("torch"))
+        assert callable(expected)
+        assert torch.equal(module(*(values[p] for p in ports)), expected(a, b, c))
+    finally:
+        reset_plugins()
+
+
+def test_a_packs_factory_ties_an_entry_shared_with_another_node_through_the_public_helpers() -> None:
+    """``trama_torch.tied_parameter`` gives a pack's module the very ``nn.Parameter`` that a
+    catalog ``Linear`` elsewhere in the document holds for the same entry."""
+    from collections.abc import Mapping, Sequence
+    from types import SimpleNamespace
+    from typing import Any
+
+    import importlib_metadata
+    import numpy as np
+
+    import trama_torch
+    from trama import OpSpec, ParameterSchema
+    from trama.hookspecs import hookimpl
+    from trama.plugins import ENTRY_POINT_GROUP, PluginHost, reset_plugins
+
+    class Gain(nn.Module):
+        def __init__(self, weight: nn.Parameter) -> None:
+            super().__init__()
+            self.weight = weight
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x @ self.weight
+
+    @hookimpl
+    def trama_op_specs() -> Sequence[OpSpec]:
+        return [
+            OpSpec("gain.Gain", inputs=("x",), outputs=("y",), parameters=(ParameterSchema("weight", ("tensor",)),))
+        ]
+
+    @hookimpl
+    def trama_op_implementations(framework: str) -> Mapping[str, Any] | None:
+        def build(node: Any, *, children: Any, parameters: Any) -> Gain:
+            return Gain(trama_torch.tied_parameter(parameters["weight"], what="gain weight"))
+
+        return {"gain.Gain": build} if framework == "torch" else None
+
+    module = SimpleNamespace(trama_op_specs=trama_op_specs, trama_op_implementations=trama_op_implementations)
+    pack = SimpleNamespace(name="gain", dist=SimpleNamespace(name="trama-gain", version="1"), load=lambda: module)
+    installed = list(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP))
+    reset_plugins(PluginHost([*installed, pack]))
+    try:
+        weight = trama.Parameter(trama.Tensor.from_array(np.eye(3, dtype=np.float32) * 2), learnable=True)
+        ref = trama.Ref
+        model = trama.Model(
+            inputs=["x"],
+            outputs=[ref("root", "y")],
+            nodes=[
+                trama.Node("root", "Graph", {"x": ref("%input", "x")}, ["y"], {}, {"y": ref("root.gain", "y")}),
+                trama.Node(
+                    "root.linear",
+                    "Linear",
+                    {"x": ref("%input", "x")},
+                    ["y"],
+                    {"weight": "w", "in_features": "n", "out_features": "n"},
+                ),
+                trama.Node("root.gain", "gain.Gain", {"x": ref("root.linear", "y")}, ["y"], {"weight": "w"}),
+            ],
+            parameters={"w": weight, "n": trama.Parameter(3, learnable=False)},
+        )
+        imported = trama.import_model(model, registry=trama.registry("torch"))
+        assert imported.gain.weight is imported.linear.weight
+        x = torch.ones(1, 3)
+        assert torch.equal(imported(x), (x @ (2 * torch.eye(3)).T) @ (2 * torch.eye(3)))
+    finally:
+        reset_plugins()

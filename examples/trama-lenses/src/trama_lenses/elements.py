@@ -1,7 +1,9 @@
 """Paraxial optical elements in plain numpy.
 
-This is the "optics library" half of the pack: it knows nothing about trama. The plugin
-(:mod:`trama_lenses.plugin`) teaches trama to export these objects and to build them back.
+This is the "optics library" half of the pack: it imports nothing of trama. The plugin
+(:mod:`trama_lenses.plugin`) teaches trama to export these objects and to build them back. The
+one trama convention here is ``trama_kernel()``: how trama's graph runtimes (``numpy``) call an
+element, with its input ports by name, so that an imported document also runs there.
 
 Rays follow the ray transfer (ABCD) matrix convention: an array of shape ``[N, 2]`` whose rows
 are ``(height, angle)`` — the distance ``y`` from the optical axis and the paraxial slope
@@ -13,6 +15,7 @@ meets them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -64,6 +67,10 @@ class ThinLens:
     def __call__(self, rays: npt.ArrayLike) -> np.ndarray:
         return apply_matrix(self.matrix, rays)
 
+    def trama_kernel(self) -> Callable[[Mapping[str, Any]], dict[str, np.ndarray]]:
+        """This element as trama's runtimes call a leaf: ``{"rays": rays} -> {"rays": rays}``."""
+        return lambda inputs: {"rays": self(inputs["rays"])}
+
     def __repr__(self) -> str:
         return f"ThinLens(focal_length={self.focal_length!r})"
 
@@ -85,6 +92,10 @@ class FreeSpace:
 
     def __call__(self, rays: npt.ArrayLike) -> np.ndarray:
         return apply_matrix(self.matrix, rays)
+
+    def trama_kernel(self) -> Callable[[Mapping[str, Any]], dict[str, np.ndarray]]:
+        """This element as trama's runtimes call a leaf: ``{"rays": rays} -> {"rays": rays}``."""
+        return lambda inputs: {"rays": self(inputs["rays"])}
 
     def __repr__(self) -> str:
         return f"FreeSpace(distance={self.distance!r})"
@@ -148,6 +159,10 @@ class AsphericSurface:
             polynomial = polynomial * r2 + a
         result: np.ndarray = (conic + polynomial * r2 * r2).astype(r.dtype, copy=False)
         return result
+
+    def trama_kernel(self) -> Callable[[Mapping[str, Any]], dict[str, np.ndarray]]:
+        """This surface as trama's runtimes call a leaf: ``{"r": r} -> {"sag": sag}``."""
+        return lambda inputs: {"sag": self(inputs["r"])}
 
     def __repr__(self) -> str:
         return (

@@ -25,7 +25,7 @@ from typing import Any
 from trama.calls import expand_calls
 from trama.errors import ExecutionError, TramaError
 from trama.importer import build_node
-from trama.kernels import StatefulKernel
+from trama.kernels import StatefulKernel, as_kernel
 from trama.model import INPUT, Model, Node, Ref
 from trama.opregistry import OpRegistry
 
@@ -160,7 +160,8 @@ def build_plan(model: Model, registry: OpRegistry) -> ExecutionPlan:
         kernel = kernels.get(source.id)
         if kernel is None:
             parameters = {slot: table[key] for slot, key in source.parameters.items()}
-            kernel = kernels[source.id] = build_node(source, registry, children={}, parameters=parameters)
+            built = build_node(source, registry, children={}, parameters=parameters)
+            kernel = kernels[source.id] = as_kernel(built)
         step = Step(
             node=leaf,
             kernel=kernel,

@@ -11,6 +11,10 @@ Kernels that carry state across calls (a GRU's hidden state when streaming a seq
 also implement :class:`StatefulKernel`: the runtime keeps their state in its ``State`` objects
 and threads it through :meth:`StatefulKernel.step`. Composite nodes have no kernel: runtimes
 execute them from their wiring.
+
+A factory may also return a *domain object* (what ``trama.import_model`` hands its user: a lens,
+a filter) that is not itself a kernel, provided it offers :class:`KernelProvider`'s
+``trama_kernel()``: the graph runtimes then run the kernel it gives.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Kernel", "StatefulKernel"]
+__all__ = ["Kernel", "KernelProvider", "StatefulKernel", "as_kernel"]
 
 
 @runtime_checkable
@@ -48,3 +52,20 @@ class StatefulKernel(Protocol):
         """Outputs and the next state; explicit initial-state inputs (``h0``) take precedence
         over ``state`` when connected."""
         ...
+
+
+@runtime_checkable
+class KernelProvider(Protocol):
+    """A domain object that says how trama's graph runtimes run it: ``trama_kernel()`` returns
+    its :class:`Kernel` (or :class:`StatefulKernel`)."""
+
+    def trama_kernel(self) -> Any:
+        """The kernel that computes this object's node."""
+        ...
+
+
+def as_kernel(built: Any) -> Any:
+    """What a graph runtime runs for an object a factory built: its ``trama_kernel()`` when it
+    offers one, else the object itself (which must then be a kernel)."""
+    provider = getattr(built, "trama_kernel", None)
+    return provider() if callable(provider) else built

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trama_jax.kernel import JaxKernel
-    from trama_jax.model import JaxComposite, JaxLeaf, JaxModule, JaxProgram, build
+    from trama_jax.model import JaxComposite, JaxLeaf, JaxModule, JaxProgram, build, build_composite
     from trama_jax.runnable import JaxRunnable
     from trama_jax.runtime import JaxRuntime
 
@@ -34,6 +34,7 @@ __all__ = [
     "JaxRunnable",
     "JaxRuntime",
     "build",
+    "build_composite",
 ]
 
 #: Where each public name lives.
@@ -44,6 +45,7 @@ _HOMES = {
     "JaxModule": "model",
     "JaxProgram": "model",
     "build": "model",
+    "build_composite": "model",
     "JaxRunnable": "runnable",
     "JaxRuntime": "runtime",
 }

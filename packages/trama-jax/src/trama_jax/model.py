@@ -68,6 +68,7 @@ __all__ = [
     "Member",
     "as_module",
     "build",
+    "build_composite",
     "export_jax_object",
 ]
 
@@ -440,8 +441,12 @@ def build(model: Model, registry: OpRegistry | None = None) -> JaxProgram:
     return program
 
 
-def _composite(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxComposite:
-    """The import factory of the composites: the children as members, each wired by its node.
+def build_composite(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxComposite:
+    """The import factory of a composite: the children as members, each wired by its node.
+
+    trama-jax's own composites (``Sequential``, ``Graph``, ``TransformerEncoder``) use it, and so
+    can an op pack's composite op whose meaning is its wiring: register it as the pack's JAX
+    factory for that op.
 
     A calling child comes as its target's module, whose node is the target's, not the caller's:
     the caller's own node (its inputs) comes from ``children.nodes``, which
@@ -474,7 +479,7 @@ def _single_root(document: Model) -> bool:
     return sum(1 for node in document.nodes if node.parent is None) == 1
 
 
-implements("Sequential", "Graph", "TransformerEncoder")(_composite)
+implements("Sequential", "Graph", "TransformerEncoder")(build_composite)
 
 
 # --- Exporting ------------------------------------------------------------------------------

@@ -14,9 +14,12 @@ How a child is called (the single convention :func:`call_node` also follows):
   :func:`trama_torch.leaves.leaf_result_structure`;
 * ``TransformerEncoder`` with its ports as keywords (its forward's parameter names, some of
   which may be left out);
-* anything else (a function op's module, a ``Graph``, a ``Sequential``, another namespace's
-  module) with its connected ports positionally in ``node.inputs`` order, returning the value
-  of its only output, or a tuple of its outputs in order.
+* another namespace's module (an op pack's) with its ports in its spec's order: positionally
+  up to the first optional port left unconnected, by name after it;
+* anything else (a function op's module, a ``Graph``, a ``Sequential``) with its connected
+  ports positionally in ``node.inputs`` order,
+
+each returning the value of its only output, or a tuple of its outputs in order.
 
 Children are registered as submodules under their node names, so the ``state_dict`` keys are
 the original module's where the tree is the original's; a calling node's module, being the
@@ -34,6 +37,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from trama.catalog import op_namespace
 from trama.model import INPUT, Node, Ref
 from trama_torch import leaves
 
@@ -63,7 +67,28 @@ def call_arguments(node: Node, module: Any, values: Mapping[str, Any]) -> tuple[
         return leaves.leaf_call_arguments(node, values, leaves.leaf_call_constants(module))
     if node.op in _KEYWORD_OPS:
         return (), {port: values[port] for port in node.inputs}
+    if op_namespace(node.op) != "trama":
+        return _spec_order_arguments(node, values)
     return tuple(values[port] for port in node.inputs), {}
+
+
+def _spec_order_arguments(node: Node, values: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Another namespace's module is called as its op's spec declares its ports (its inputs,
+    then its optional inputs), whatever order the document lists them in: positionally up to the
+    first port left unconnected, by name after it (so an optional port left out never shifts the
+    others), and ports beyond the spec (a variadic op) positionally after the declared ones."""
+    from trama.plugins import registry
+
+    spec = registry(None).get(node.op)
+    declared = [*spec.inputs, *spec.optional_inputs] if spec is not None else []
+    connected = [port for port in declared if port in node.inputs]
+    gap = next((index for index, port in enumerate(declared) if port not in node.inputs), len(declared))
+    extra = [port for port in node.inputs if port not in declared]
+    if extra and gap < len(declared):
+        raise TypeError(f"{node.op} at {node.id!r}: ports beyond its spec follow an unconnected optional port")
+    args = [values[port] for port in declared[:gap]] + [values[port] for port in extra]
+    kwargs = {port: values[port] for port in connected if port not in declared[:gap]}
+    return tuple(args), kwargs
 
 
 def result_paths(node: Node) -> dict[str, tuple[int, ...]]:
