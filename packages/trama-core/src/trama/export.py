@@ -11,7 +11,7 @@ in two places becomes one node and a *calling node* to it (``docs/format.md``, "
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,12 @@ class _ExportSession:
         self.active: list[tuple[str, int]] = []
         # The frameworks exporters recorded, outermost object's first: name -> version.
         self.frameworks: dict[str, str] = {}
+        # What the caller gave for capturing the root object by running it (export_model's
+        # example_inputs and dynamic_shapes), and the facts an exporter learnt while capturing.
+        self.root = ""
+        self.example_inputs: tuple[Any, ...] | dict[str, Any] | None = None
+        self.dynamic_shapes: dict[str, dict[int, str]] | None = None
+        self.facts: tuple[list[ValueFact | None] | None, list[ValueFact | None] | None] = (None, None)
 
     def add(self, slot: int, node: Node) -> None:
         """Put a finished node in its reserved place."""
@@ -231,6 +237,28 @@ class ExportContext:
         found = self._session.exported.get(id(obj))
         return found[1] if found is not None else None
 
+    @property
+    def example_inputs(self) -> tuple[Any, ...] | dict[str, Any] | None:
+        """The example inputs given to :func:`export_model`, for the root object only (``None``
+        for every other node, and when none were given): a tuple in the order of the model's
+        inputs, or a dict keyed by input names. An exporter that captures by running the object
+        (trama-torch's, on ``torch.export``) calls it with them."""
+        return self._session.example_inputs if self.node_id == self._session.root else None
+
+    @property
+    def dynamic_shapes(self) -> dict[str, dict[int, str]] | None:
+        """``{input name: {axis: symbol}}``: the sizes the caller wants kept symbolic, for the
+        root object only (see :attr:`example_inputs`)."""
+        return self._session.dynamic_shapes if self.node_id == self._session.root else None
+
+    def record_facts(
+        self, inputs: list[ValueFact | None] | None = None, outputs: list[ValueFact | None] | None = None
+    ) -> None:
+        """Facts about the model's inputs and outputs that the exporter learnt (the shapes and
+        dtypes of a capture, with symbols for dynamic sizes); the ones given to
+        :func:`export_model` take precedence."""
+        self._session.facts = (inputs, outputs)
+
     def record_framework(self, name: str, version: str) -> None:
         """Say which framework the object being exported belongs to (``"torch"``, ``"2.13.0"``).
 
@@ -328,8 +356,15 @@ def export_model(
     input_facts: list[ValueFact | None] | None = None,
     output_facts: list[ValueFact | None] | None = None,
     opsets: Mapping[str, int] | None = None,
+    example_inputs: Sequence[Any] | Mapping[str, Any] | None = None,
+    dynamic_shapes: Mapping[str, Mapping[int, str]] | None = None,
 ) -> Model:
     """Export ``module`` as the top-level node ``root`` of a new model.
+
+    ``example_inputs`` — a tuple in the order of ``inputs``, or a dict keyed by names in
+    ``inputs`` (keyword arguments, as transformers models take ``input_ids=``) — lets an exporter
+    capture ``module`` by running it (trama-torch captures through ``torch.export``);
+    ``dynamic_shapes`` (``{"tokens": {0: "batch", 1: "seq"}}``) names the sizes to keep symbolic.
 
     The model's inputs feed the root's ports of the same names; its outputs are the root's
     outputs named in ``outputs``. The registry's exporters handle objects without ``to_node``,
@@ -349,7 +384,13 @@ def export_model(
     if registry is None:
         registry = plugin_host().registry(None)
     session = _ExportSession(registry)
+    session.root = root
+    session.example_inputs = _checked_examples(example_inputs, inputs)
+    session.dynamic_shapes = _checked_dynamic_shapes(dynamic_shapes, inputs)
     _export_object(session, module, root, {name: Ref(INPUT, name) for name in inputs}, list(outputs))
+    captured_inputs, captured_outputs = session.facts
+    input_facts = input_facts if input_facts is not None else captured_inputs
+    output_facts = output_facts if output_facts is not None else captured_outputs
     nodes = [node for node in session.nodes if node is not None]
     _rename_clashing_parameters(nodes, session.parameters)
     producer: dict[str, Any] = {"producer": {"name": "trama", "version": __version__}}
@@ -372,6 +413,50 @@ def export_model(
     except TramaError as exc:
         raise ExportError(f"the exported model is not valid: {exc}", node_id=exc.node_id) from exc
     return model
+
+
+def _checked_examples(
+    examples: Sequence[Any] | Mapping[str, Any] | None, inputs: list[str]
+) -> tuple[Any, ...] | dict[str, Any] | None:
+    """``example_inputs`` as a tuple (one per input, in order) or a dict of known input names."""
+    if examples is None:
+        return None
+    if isinstance(examples, Mapping):
+        unknown = [name for name in examples if name not in inputs]
+        if unknown:
+            raise ExportError(f"example_inputs names {unknown}, which are not among the inputs {inputs}")
+        return dict(examples)
+    if isinstance(examples, (str, bytes)) or not isinstance(examples, Sequence):
+        raise ExportError(
+            f"example_inputs must be a tuple (one value per input, in the order of {inputs}) or a dict "
+            f"keyed by input names, got {type(examples).__name__}"
+        )
+    if len(examples) != len(inputs):
+        raise ExportError(f"example_inputs has {len(examples)} values, but there are {len(inputs)} inputs {inputs}")
+    return tuple(examples)
+
+
+def _checked_dynamic_shapes(
+    dynamic: Mapping[str, Mapping[int, str]] | None, inputs: list[str]
+) -> dict[str, dict[int, str]] | None:
+    """``dynamic_shapes`` checked: known input names, axes as ints ≥ 0, symbols as identifiers."""
+    if dynamic is None:
+        return None
+    if not isinstance(dynamic, Mapping):
+        raise ExportError(f"dynamic_shapes must map input names to {{axis: symbol}}, got {type(dynamic).__name__}")
+    checked: dict[str, dict[int, str]] = {}
+    for name, axes in dynamic.items():
+        if name not in inputs:
+            raise ExportError(f"dynamic_shapes names {name!r}, which is not among the inputs {inputs}")
+        if not isinstance(axes, Mapping):
+            raise ExportError(f"dynamic_shapes[{name!r}] must map axes to symbols, got {type(axes).__name__}")
+        for axis, symbol in axes.items():
+            if isinstance(axis, bool) or not isinstance(axis, int) or axis < 0:
+                raise ExportError(f"dynamic_shapes[{name!r}]: axis {axis!r} is not an int ≥ 0")
+            if not isinstance(symbol, str) or not symbol.isidentifier():
+                raise ExportError(f"dynamic_shapes[{name!r}][{axis}]: symbol {symbol!r} is not an identifier")
+        checked[name] = dict(axes)
+    return checked
 
 
 def _opsets_used(nodes: list[Node], known: Mapping[str, int]) -> dict[str, int]:
