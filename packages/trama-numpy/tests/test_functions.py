@@ -21,10 +21,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from trama import INPUT, Node, Parameter, Ref, RegistryError, Tensor
-from trama.catalog import CATALOG_CATEGORIES
+from trama.catalog import CATALOG_CATEGORIES, promote_types, result_type
 from trama.dtypes import numpy_dtype
 from trama_numpy._registry import implementations
-from trama_numpy.functions import promote_types, result_type
 
 FACTORIES = implementations()
 BFLOAT16 = numpy_dtype("bfloat16")
@@ -275,8 +274,8 @@ def test_half_precision_results_are_rounded_once() -> None:
 def test_operand_errors() -> None:
     with pytest.raises(RegistryError, match="both wired"):
         build("add", ("x", "other"), other=1.0)
-    with pytest.raises(ValueError, match="neither wired"):
-        build("mul", ("x",))({"x": np.ones(2)})
+    with pytest.raises(RegistryError, match="neither wired"):  # the core refuses the node before a kernel exists
+        build("mul", ("x",))
     with pytest.raises(ValueError, match="both wired"):
         build("mul", ("x",), other=2.0)({"x": np.ones(2), "other": np.ones(2)})
     with pytest.raises(RegistryError, match="constant"):

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from trama.catalog._checkers import checking
 from trama.errors import ImportModelError, RegistryError, TramaError
 from trama.model import Model, Node, Parameter, children_by_parent
-from trama.opregistry import OpRegistry
+from trama.opregistry import OpRegistry, OpSpec
 from trama.validation import validate
 
 __all__ = ["Children", "build_node", "import_model"]
@@ -121,8 +122,22 @@ def build_node(
     node: Node, registry: OpRegistry, *, children: Mapping[str, Any], parameters: dict[str, Parameter]
 ) -> Any:
     """Call the factory of ``node``'s op: one place that says what is missing or what failed,
-    for :func:`import_model` and for runtimes building their kernels."""
+    for :func:`import_model` and for runtimes building their kernels.
+
+    A node of a standard catalog op has its settings checked first
+    (:func:`trama.catalog.check_settings`), whatever the registry's framework: a document the
+    catalog does not allow fails here with the same :class:`~trama.RegistryError` everywhere,
+    before any framework object exists. The factory called inside gets the checked settings
+    from ``check_settings`` without a second check.
+    """
     spec = registry[node.op]
+    with checking(node, spec, parameters):
+        return _call_factory(node, spec, registry, children, parameters)
+
+
+def _call_factory(
+    node: Node, spec: OpSpec, registry: OpRegistry, children: Mapping[str, Any], parameters: dict[str, Parameter]
+) -> Any:
     factory = spec.factory
     if factory is None:
         where = f"for {registry.framework}" if registry.framework else "in this registry"

@@ -11,9 +11,10 @@ its input's dtype and computes in it, as torch's kernels do for float32; 16-bit 
 exponential ones (softmax, log-softmax) are computed in float32 and rounded once, as torch does on
 the CPU.
 
-Slots are read once, when the kernel is built (a bad one raises :class:`trama.RegistryError`);
-an input the op does not accept (an integer tensor for ``GELU``: torch refuses it) raises
-:class:`trama.ExecutionError` naming the op and the node, while ``jax.jit`` traces.
+Settings come checked from the core (:func:`trama.catalog.check_settings`: a bad one raises
+:class:`trama.RegistryError`, the same in every framework); an input the op does not accept (an
+integer tensor for ``GELU``: torch refuses it) raises :class:`trama.ExecutionError` naming the op
+and the node, while ``jax.jit`` traces.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ import jax
 import jax.numpy as jnp
 
 from trama import Node, Parameter
+from trama.catalog import check_settings
 from trama_jax._numerics import accumulation
 from trama_jax._registry import implements
-from trama_jax._slots import Site, Slots
+from trama_jax._slots import Site
 from trama_jax.functions import wrap_dim
 from trama_jax.kernel import JaxKernel
 
@@ -78,7 +80,7 @@ def leaky_relu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[s
     """``x`` where ``x ≥ 0``, else ``negative_slope · x``. Written with ``x > 0``, which gives the
     same values (both branches are 0 at 0) and torch's derivative at 0, ``negative_slope``
     (``jax.nn.leaky_relu`` gives 1 there)."""
-    slope = Slots(node, parameters).number("negative_slope", 0.01)
+    slope = check_settings(node, parameters).number("negative_slope")
     return _elementwise(node, lambda x: jnp.where(x > 0, x, x * slope))
 
 
@@ -86,7 +88,7 @@ def leaky_relu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[s
 def gelu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """The Gaussian error linear unit, exact (``erf``) or with torch's tanh approximation, whose
     constants ``jax.nn.gelu(approximate=True)`` shares."""
-    approximate = Slots(node, parameters).choice("approximate", "none", ("none", "tanh"))
+    approximate = check_settings(node, parameters).text("approximate")
     return _elementwise(node, lambda x: jax.nn.gelu(x, approximate=approximate == "tanh"))
 
 
@@ -119,10 +121,7 @@ def _softmax_axis(dim: int | None, ndim: int, site: Site) -> int:
 def _softmax_kernel(node: Node, parameters: Mapping[str, Parameter], normalize: Callable[..., jax.Array]) -> JaxKernel:
     """Softmax or log-softmax along ``dim`` (a 0-d ``x`` is a row of one element, as in torch),
     computed in float32 for 16-bit inputs and rounded once."""
-    slots, site = Slots(node, parameters), Site(node)
-    dim = slots.raw("dim", None)
-    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int)):
-        raise slots.error(f"dim must be an int or null, got {dim!r}")
+    dim, site = check_settings(node, parameters).optional_integer("dim"), Site(node)
 
     def apply(tensors: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
         x = site.floating(inputs)
@@ -150,8 +149,8 @@ def log_softmax(node: Node, *, children: Mapping[str, Any], parameters: Mapping[
 def softplus(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """``log(1 + exp(βx)) / β``, or ``x`` where ``βx > threshold``. ``jax.nn.softplus`` is the
     overflow-free ``logaddexp(βx, 0)``, so a large ``threshold`` is no problem."""
-    slots = Slots(node, parameters)
-    beta, threshold = slots.number("beta", 1.0), slots.number("threshold", 20.0)
+    settings = check_settings(node, parameters)
+    beta, threshold = settings.number("beta"), settings.number("threshold")
 
     def formula(x: jax.Array) -> jax.Array:
         z = x * jnp.asarray(beta, x.dtype)
@@ -163,7 +162,7 @@ def softplus(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str
 @implements("ELU", "elu")
 def elu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """``x`` where ``x > 0``, else ``α(exp(x) − 1)``, with ``expm1`` for accuracy near 0."""
-    alpha = Slots(node, parameters).number("alpha", 1.0)
+    alpha = check_settings(node, parameters).number("alpha")
     return _elementwise(node, lambda x: jax.nn.elu(x, alpha))
 
 

@@ -4,9 +4,9 @@ arithmetic, joining, reshaping, reductions, indexing, tuples and constants.
 The catalog follows torch where JAX differs, and the differences are bridged here:
 
 * **Type promotion** is torch's, not JAX's: the result dtype of every operation is decided by
-  trama-numpy's :func:`~trama_numpy.functions.result_type` (the reference implementation of
-  ``torch.result_type``), asked about stand-ins of the operands' dtypes and ranks, and the
-  operands are cast to it before JAX sees them, so JAX's own lattice never decides.
+  the core's :func:`trama.catalog.result_type` (``torch.result_type``, shared by every
+  framework), and the operands are cast to it before JAX sees them, so JAX's own lattice never
+  decides.
 * **64-bit types** exist in JAX only in its x64 mode, which trama-jax never turns on (a global
   switch belongs to the program, not to a library). Without it a 64-bit result is computed in its
   32-bit counterpart (:func:`jax_dtype`): ``argmax`` gives int32, an integer ``sum`` int32.
@@ -14,8 +14,9 @@ The catalog follows torch where JAX differs, and the differences are bridged her
 * **Indexing** applies integer items before tensor items, as torch does (:func:`_getitem`).
 
 Everything about a value's shape and dtype is known while ``jax.jit`` traces, so every check
-here runs once, at trace time, and costs nothing in the compiled program. A bad slot raises
-:class:`trama.RegistryError` when the kernel is built; an input that does not fit raises
+here runs once, at trace time, and costs nothing in the compiled program. A bad setting is
+refused by the core's check (:func:`trama.catalog.check_settings`) with a
+:class:`trama.RegistryError`, the same in every framework; an input that does not fit raises
 :class:`trama.ExecutionError` naming the op and the node. What depends on values cannot be
 checked under ``jit`` and is not: an integer division by zero gives what XLA gives (torch
 raises), an index out of range is clamped by XLA where torch raises.
@@ -23,7 +24,6 @@ raises), an index out of range is clamped by XLA where torch raises.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from types import EllipsisType
 from typing import Any, TypeAlias
@@ -32,12 +32,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from trama import Node, Parameter, Tensor
+from trama import Node, Parameter
+from trama.catalog import check_settings, index_width, result_type, torch_index
 from trama_jax._numerics import accumulation, product
-from trama_jax._registry import implements, setting
-from trama_jax._slots import Site, Slots
+from trama_jax._registry import implements
+from trama_jax._slots import Site, held
 from trama_jax.kernel import JaxKernel
-from trama_numpy.functions import result_type as torch_result_type
 
 __all__ = ["jax_dtype", "result_dtype", "wrap_dim"]
 
@@ -66,17 +66,9 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (bool, int, float)) and not isinstance(value, np.generic)
 
 
-def _stand_in(operand: Operand) -> Any:
-    """What trama-numpy's ``result_type`` needs to know of an operand: its dtype and whether it
-    has dimensions (a 0-d tensor promotes more weakly), or the Python number itself."""
-    if _is_number(operand):
-        return operand
-    return np.empty((1,) if jnp.ndim(operand) else (), dtype=jnp.result_type(operand))
-
-
 def result_dtype(*operands: Operand) -> np.dtype[Any]:
     """``torch.result_type`` of the operands, as JAX computes it (see :func:`jax_dtype`)."""
-    return jax_dtype(torch_result_type(*(_stand_in(operand) for operand in operands)))
+    return jax_dtype(result_type(*operands))
 
 
 def _is_floating(dtype: Any) -> bool:
@@ -108,31 +100,6 @@ def _wrap_dims(dims: Sequence[int], ndim: int, site: Site) -> tuple[int, ...]:
     return wrapped
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _int_list(slots: Slots, slot: str) -> list[int]:
-    """A required slot holding a list of ints (a tensor slot is read as its list)."""
-    value = slots.raw(slot, required=True)
-    if not isinstance(value, (list, tuple)) or not all(_is_int(v) for v in value):
-        raise slots.error(f"{slot} must be a list of ints, got {value!r}")
-    return [int(v) for v in value]
-
-
-def _dims(slots: Slots, slot: str) -> list[int] | None:
-    """A ``dim`` slot that may be null, an int or a non-empty list of ints (an empty list is
-    refused: torch reads it as every dimension, numpy as none)."""
-    value = slots.raw(slot)
-    if value is None:
-        return None
-    if _is_int(value):
-        return [int(value)]
-    if isinstance(value, (list, tuple)) and value and all(_is_int(v) for v in value):
-        return [int(v) for v in value]
-    raise slots.error(f"{slot} must be null, an int or a non-empty list of ints, got {value!r}")
-
-
 # --- Binary arithmetic ----------------------------------------------------------------------
 
 _Formula = Callable[[Operand, Operand], jax.Array]
@@ -145,35 +112,19 @@ def _binary(
     the same name, exactly one of the two (checked when the kernel is built). A tensor constant
     is a tensor slot, passed at call time like a weight (``x * self.scale`` may be trained); a
     number or bool is a setting and keeps its weak, Python-scalar promotion."""
-    slots, site = Slots(node, parameters), Site(node)
-    numbers: dict[str, bool | int | float] = {}
-    tensors: dict[str, str] = {}
-    for name in ("x", "other"):
-        entry = parameters.get(name)
-        wired = name in node.inputs
-        if entry is None:
-            if not wired:
-                raise slots.error(f"operand {name!r} is neither wired nor held by a slot")
-            continue
-        if wired:
-            raise slots.error(f"operand {name!r} is both wired and held by a slot")
-        if isinstance(entry.value, Tensor):
-            tensors[name] = slots.tensor(name)
-        elif isinstance(entry.value, (bool, int, float)):  # a table value: never a numpy scalar
-            numbers[name] = entry.value
-        else:
-            raise slots.error(f"the constant {name!r} must be a tensor, a number or a bool, got {entry.value!r}")
+    settings, site = check_settings(node, parameters), Site(node)
     compute = formula(site)
 
-    def operand(name: str, held: Mapping[str, Any], inputs: Inputs) -> Operand:
-        if name in numbers:
-            return numbers[name]
-        if name in tensors:
-            return jnp.asarray(held[tensors[name]])
+    def operand(name: str, tensors: Mapping[str, Any], inputs: Inputs) -> Operand:
+        if name in settings.tensors:
+            return jnp.asarray(tensors[name])
+        if name in settings:  # a number or a bool, a table value (never a numpy scalar)
+            value: bool | int | float = settings[name]
+            return value
         return inputs[name] if _is_number(inputs[name]) else jnp.asarray(inputs[name])
 
-    def apply(held: Mapping[str, Any], inputs: Inputs) -> Outputs:
-        x, other = operand("x", held, inputs), operand("other", held, inputs)
+    def apply(tensors: Mapping[str, Any], inputs: Inputs) -> Outputs:
+        x, other = operand("x", tensors, inputs), operand("other", tensors, inputs)
         if elementwise:
             try:
                 jnp.broadcast_shapes(jnp.shape(x), jnp.shape(other))
@@ -182,14 +133,7 @@ def _binary(
                 raise site.fail(f"operands of shapes {shapes} do not broadcast") from None
         return {"y": compute(x, other)}
 
-    return JaxKernel(apply, slots.used)
-
-
-def _alpha(slots: Slots) -> float | int:
-    value = slots.raw("alpha", 1)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise slots.error(f"alpha must be a number, got {value!r}")
-    return value
+    return JaxKernel(apply, settings.tensors)
 
 
 def _scaled(b: jax.Array, alpha: float | int, site: Site) -> jax.Array:
@@ -217,7 +161,7 @@ def _refuse_bool(site: Site, what: str, *operands: Operand) -> None:
 @implements("add")
 def add(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """``x + alpha · other``; on bools, ``+`` is logical or, as in torch."""
-    alpha = _alpha(Slots(node, parameters))
+    alpha = check_settings(node, parameters)["alpha"]
 
     def formula(site: Site) -> _Formula:
         def compute(x: Operand, other: Operand) -> jax.Array:
@@ -233,7 +177,7 @@ def add(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Par
 @implements("sub")
 def sub(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """``x − alpha · other``; any bool operand is refused, as torch refuses it."""
-    alpha = _alpha(Slots(node, parameters))
+    alpha = check_settings(node, parameters)["alpha"]
 
     def formula(site: Site) -> _Formula:
         def compute(x: Operand, other: Operand) -> jax.Array:
@@ -266,10 +210,7 @@ def div(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Par
     """``x / other``: true division (integers give float32), or rounded toward zero (``"trunc"``)
     or −∞ (``"floor"``, Python's ``//``), which keep integer dtypes. ``lax.div`` is C's
     truncating integer division and ``floor_divide`` Python's, torch's two integer modes."""
-    slots = Slots(node, parameters)
-    mode = slots.raw("rounding_mode", None)
-    if mode not in (None, "trunc", "floor"):
-        raise slots.error(f'rounding_mode must be null, "trunc" or "floor", got {mode!r}')
+    mode = check_settings(node, parameters)["rounding_mode"]
 
     def formula(site: Site) -> _Formula:
         def compute(x: Operand, other: Operand) -> jax.Array:
@@ -373,7 +314,7 @@ def _numbered(inputs: Inputs, site: Site) -> list[jax.Array]:
 def concat(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """``torch.cat`` along ``dim``. As torch does, 1-D inputs of shape ``[0]`` are skipped
     whatever ``dim`` is (they still take part in the dtype)."""
-    site, dim = Site(node), Slots(node, parameters).signed("dim", 0)
+    site, dim = Site(node), check_settings(node, parameters).integer("dim")
 
     def apply(held: Mapping[str, Any], inputs: Inputs) -> Outputs:
         arrays = _numbered(inputs, site)
@@ -395,7 +336,7 @@ def concat(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, 
 @implements("stack")
 def stack(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """``torch.stack``: inputs of one shape joined along a new dimension ``dim`` of ``y``."""
-    site, dim = Site(node), Slots(node, parameters).signed("dim", 0)
+    site, dim = Site(node), check_settings(node, parameters).integer("dim")
 
     def apply(held: Mapping[str, Any], inputs: Inputs) -> Outputs:
         arrays = _numbered(inputs, site)
@@ -426,10 +367,7 @@ def _unary(node: Node, compute: Callable[[jax.Array, Site], jax.Array]) -> JaxKe
 @implements("reshape")
 def reshape(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """``x`` in C order with the sizes ``shape``; one −1 is inferred, 0 is a size of 0."""
-    slots = Slots(node, parameters)
-    shape = _int_list(slots, "shape")
-    if any(s < -1 for s in shape) or shape.count(-1) > 1:
-        raise slots.error(f"shape must be a list of sizes ≥ 0 with at most one −1, got {shape!r}")
+    shape = list(check_settings(node, parameters).integers("shape"))
 
     def compute(x: jax.Array, site: Site) -> jax.Array:
         known = int(np.prod([s for s in shape if s != -1]))
@@ -446,7 +384,7 @@ def reshape(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str,
 @implements("permute")
 def permute(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """Dimension i of ``y`` is dimension ``dims[i]`` of ``x``."""
-    dims = _int_list(Slots(node, parameters), "dims")
+    dims = list(check_settings(node, parameters).integers("dims"))
 
     def compute(x: jax.Array, site: Site) -> jax.Array:
         if x.ndim == 0 and dims in ([], [0], [-1]):
@@ -461,8 +399,8 @@ def permute(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str,
 @implements("transpose")
 def transpose(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """Dimensions ``dim0`` and ``dim1`` swapped."""
-    slots = Slots(node, parameters)
-    dim0, dim1 = _required(slots, "dim0"), _required(slots, "dim1")
+    settings = check_settings(node, parameters)
+    dim0, dim1 = settings.integer("dim0"), settings.integer("dim1")
 
     def compute(x: jax.Array, site: Site) -> jax.Array:
         a, b = wrap_dim(dim0, x.ndim, site), wrap_dim(dim1, x.ndim, site)
@@ -471,19 +409,11 @@ def transpose(node: Node, *, children: Mapping[str, Any], parameters: Mapping[st
     return _unary(node, compute)
 
 
-def _required(slots: Slots, slot: str) -> int:
-    """A required int slot that may be negative (a dimension or an index counted from the end)."""
-    value = slots.raw(slot, required=True)
-    if not _is_int(value):
-        raise slots.error(f"{slot} must be an int, got {value!r}")
-    return int(value)
-
-
 @implements("flatten")
 def flatten(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """Dimensions ``start_dim`` … ``end_dim`` merged into one; a 0-d ``x`` becomes ``[1]``."""
-    slots = Slots(node, parameters)
-    start_dim, end_dim = slots.signed("start_dim", 0), slots.signed("end_dim", -1)
+    settings = check_settings(node, parameters)
+    start_dim, end_dim = settings.integer("start_dim"), settings.integer("end_dim")
 
     def compute(x: jax.Array, site: Site) -> jax.Array:
         start, end = wrap_dim(start_dim, x.ndim, site), wrap_dim(end_dim, x.ndim, site)
@@ -501,7 +431,7 @@ def flatten(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str,
 def squeeze(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """Dimensions of size 1 removed: all of them, or those of ``dim`` that have size 1 (a named
     dimension of another size is kept, as in torch)."""
-    dims = _dims(Slots(node, parameters), "dim")
+    dims: tuple[int, ...] | None = check_settings(node, parameters)["dim"]
 
     def compute(x: jax.Array, site: Site) -> jax.Array:
         if dims is None:
@@ -515,8 +445,7 @@ def squeeze(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str,
 @implements("unsqueeze")
 def unsqueeze(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """A dimension of size 1 inserted at ``dim`` of ``y`` (−(r + 1) … r for ``x`` of r dims)."""
-    slots = Slots(node, parameters)
-    dim = _required(slots, "dim")
+    dim = check_settings(node, parameters).integer("dim")
 
     def compute(x: jax.Array, site: Site) -> jax.Array:
         if not -(x.ndim + 1) <= dim <= x.ndim:
@@ -534,8 +463,9 @@ _Reduce = Callable[[jax.Array, "tuple[int, ...] | None", bool, Site], jax.Array]
 def _reduction(node: Node, parameters: Mapping[str, Parameter], reduce: _Reduce) -> JaxKernel:
     """A kernel reducing ``x`` over the ``dim`` slot (null: all) with ``keepdim``. A 0-d ``x``
     accepts the dimensions 0 and −1, as in torch, and reduces to itself."""
-    slots = Slots(node, parameters)
-    dims, keepdim = _dims(slots, "dim"), slots.flag("keepdim", False)
+    settings = check_settings(node, parameters)
+    dims: tuple[int, ...] | None = settings["dim"]
+    keepdim = settings.flag("keepdim")
 
     def compute(x: jax.Array, site: Site) -> jax.Array:
         axes = None if dims is None else _wrap_dims(dims, x.ndim, site)
@@ -594,10 +524,8 @@ def argmax(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, 
     """The index of the largest element along ``dim``: the first on ties, the first NaN if any.
     ``dim`` null indexes the flattened ``x``; with ``keepdim`` the index then has every dimension
     of ``x`` with size 1, as torch 2.x gives. The index is int64 (int32 outside x64 mode)."""
-    slots = Slots(node, parameters)
-    dim, keepdim = slots.raw("dim", None), slots.flag("keepdim", False)
-    if dim is not None and not _is_int(dim):
-        raise slots.error(f"dim must be an int or null, got {dim!r}")
+    settings = check_settings(node, parameters)
+    dim, keepdim = settings.optional_integer("dim"), settings.flag("keepdim")
 
     def compute(x: jax.Array, site: Site) -> jax.Array:
         _nonempty(x, None, site)
@@ -619,41 +547,6 @@ def argmax(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, 
 #: of an index port (``"i0"``), or, once resolved, an index tensor (numpy when it is a constant,
 #: which a bool mask must be under ``jit``; JAX when it is computed).
 _Item: TypeAlias = "int | slice | EllipsisType | str | np.ndarray | jax.Array | None"
-
-_INDEX_PORT = re.compile(r"i(0|[1-9][0-9]*)")
-
-
-def _is_bound(value: Any) -> bool:
-    return value is None or _is_int(value)
-
-
-def _parse_index(slots: Slots) -> list[_Item]:
-    """The JSON index list as Python index items, checked: slices are ``[start, stop, step]``
-    with a positive step, ``"..."`` appears at most once, and the index ports are ``i0``,
-    ``i1``, … in order of appearance, each once."""
-    index = slots.raw("index", required=True)
-    if not isinstance(index, list):
-        raise slots.error(f"index must be a list, got {index!r}")
-    items: list[_Item] = []
-    for item in index:
-        if _is_bound(item):
-            items.append(item)
-        elif item == "...":
-            if Ellipsis in items:
-                raise slots.error('index has "..." more than once')
-            items.append(Ellipsis)
-        elif isinstance(item, str) and _INDEX_PORT.fullmatch(item):
-            items.append(item)
-        elif isinstance(item, list) and len(item) == 3 and all(_is_bound(v) for v in item):
-            if item[2] is not None and item[2] <= 0:
-                raise slots.error(f"slice {item} must have a positive step, as torch requires")
-            items.append(slice(*item))
-        else:
-            raise slots.error(f'index item {item!r} is none of: an int, [start, stop, step], null, "...", "iN"')
-    ports = [item for item in items if isinstance(item, str)]
-    if ports != [f"i{k}" for k in range(len(ports))]:
-        raise slots.error(f"the index ports must be i0, i1, … in order, each once; got {ports}")
-    return items
 
 
 def _is_tensor(item: Any) -> bool:
@@ -684,61 +577,18 @@ def _index_tensor(value: Any, site: Site) -> int | np.ndarray | jax.Array:
     return array
 
 
-def _width(item: _Item) -> int:
-    """How many dimensions of ``x`` an item consumes: a bool mask as many as it has, an int, a
-    slice or an integer tensor one, ``None`` and ``...`` none of their own."""
-    if _is_tensor(item):
-        return item.ndim if item.dtype == _BOOL else 1  # type: ignore[union-attr]
-    return 1 if isinstance(item, (int, slice)) else 0
-
-
 def _getitem(x: jax.Array, items: Sequence[_Item], site: Site) -> jax.Array:
-    """``x[items]`` with torch's meaning, in two steps, because JAX places advanced dimensions
-    by numpy's rule, which counts integers as advanced indices and torch does not.
-
-    1. Basic indexing: ints select (removing their dimension), slices slice, ``None`` inserts a
-       dimension, ``...`` stands for the dimensions the others leave; each tensor item is kept
-       whole here, and where its dimensions land is noted.
-    2. Advanced indexing of that result by the tensor items alone, at the noted places: with the
-       integers gone, numpy's placement (in place when adjacent, in front otherwise) is torch's.
-
-    A 0-d integer tensor computed under ``jit`` acts as an int (numpy's rule for a lone 0-d
-    index in step 1). A 0-d bool becomes a new dimension indexed by ``[0]`` (true) or ``[]``.
-    """
-    consumed = sum(_width(item) for item in items)
-    if consumed > x.ndim:
-        raise site.fail(f"too many indices for a tensor of {x.ndim} dimensions")
-    at = next((k for k, item in enumerate(items) if item is Ellipsis), len(items))
-    whole: list[_Item] = [slice(None)] * (x.ndim - consumed)
-    expanded = [*items[:at], *whole, *items[at + 1 :]]
-
-    basic: list[Any] = []
-    advanced: dict[int, Any] = {}  # position in the first result -> index tensor
-    position = 0
-    for item in expanded:
-        if _is_tensor(item) and item.ndim == 0 and item.dtype == _BOOL:  # type: ignore[union-attr]
-            basic.append(None)
-            advanced[position] = np.zeros(1 if bool(item) else 0, dtype=_INT64)
-            position += 1
-        elif _is_tensor(item) and not (item.ndim == 0 and isinstance(item, jax.Array)):  # type: ignore[union-attr]
-            width = _width(item)
-            basic.extend([slice(None)] * width)
-            advanced[position] = item
-            position += width
-        else:
-            basic.append(item)
-            position += 0 if isinstance(item, int) or _is_tensor(item) else 1
-    _check_positions(x, expanded, site)
-    first = x[tuple(basic)]
-    if not advanced:
-        return first
-    second: list[Any] = []
-    position = 0
-    while position < first.ndim:
-        index = advanced.get(position)
-        second.append(slice(None) if index is None else index)
-        position += 1 if index is None or index.dtype != _BOOL else index.ndim
-    return first[tuple(second)]
+    """``x[items]`` with torch's meaning, in two indexings (:func:`trama.catalog.torch_index`),
+    because JAX places advanced dimensions by numpy's rule, which counts integers as advanced
+    indices and torch does not. A 0-d integer tensor computed under ``jit`` acts as an int."""
+    try:
+        plan = torch_index(items, x.ndim)
+    except IndexError as error:
+        raise site.fail(str(error)) from None
+    _check_positions(x, plan.expanded, site)
+    first = x[plan.basic]
+    second = plan.second(first.ndim)
+    return first if second is None else first[second]
 
 
 def _check_positions(x: jax.Array, items: Sequence[_Item], site: Site) -> None:
@@ -754,14 +604,14 @@ def _check_positions(x: jax.Array, items: Sequence[_Item], site: Site) -> None:
             covered = x.shape[dim : dim + item.ndim]  # type: ignore[union-attr]
             if tuple(covered) != tuple(item.shape):  # type: ignore[union-attr]
                 raise site.fail(f"a mask of shape {list(item.shape)} does not match dimensions {list(covered)}")  # type: ignore[union-attr]
-        dim += _width(item)
+        dim += index_width(item)
 
 
 @implements("getitem")
 def getitem(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """``x[index]``, torch's indexing (see :func:`_getitem`); tensor items come from the ports
     ``i0``, ``i1``, …"""
-    site, items = Site(node), _parse_index(Slots(node, parameters))
+    site, items = Site(node), check_settings(node, parameters)["index"]
 
     def apply(held: Mapping[str, Any], inputs: Inputs) -> Outputs:
         resolved: list[_Item] = []
@@ -783,8 +633,7 @@ def getitem(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str,
 @implements("tuple_get")
 def tuple_get(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """Element ``index`` of a tuple or list value (negative counts from the end)."""
-    site, slots = Site(node), Slots(node, parameters)
-    index = _required(slots, "index")
+    site, index = Site(node), check_settings(node, parameters).integer("index")
 
     def apply(held: Mapping[str, Any], inputs: Inputs) -> Outputs:
         x = inputs["x"]
@@ -802,11 +651,9 @@ def constant(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str
     """The ``value`` slot. A tensor is a tensor slot, given at call time like a weight: a traced
     module's own parameter enters the wiring this way, and training must reach it. Anything else
     is the Python value it is (a number stays a number, so that it promotes as one)."""
-    slots = Slots(node, parameters)
-    if "value" not in parameters:
-        raise slots.error("the required slot 'value' is missing")
-    if isinstance(parameters["value"].value, Tensor):
-        key = slots.tensor("value")
-        return JaxKernel(lambda held, inputs: {"y": held[key]}, slots.used)
-    value = setting(parameters, "value")
-    return JaxKernel(lambda held, inputs: {"y": value})
+    settings = check_settings(node, parameters)
+    key = held(settings, "value")
+    if key is not None:
+        return JaxKernel(lambda tensors, inputs: {"y": tensors[key]}, settings.tensors)
+    value = settings["value"]
+    return JaxKernel(lambda tensors, inputs: {"y": value})

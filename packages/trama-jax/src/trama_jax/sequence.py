@@ -20,14 +20,16 @@ shaped once the first input gives the batch size. Explicit ``h0`` / ``c0`` input
 carried state. A bidirectional layer refuses to continue from a carried state: its reverse
 direction starts at the *last* step, so chunked outputs would match no whole-sequence run.
 
-Errors: a node whose slots contradict its settings raises :class:`trama.RegistryError` when the
-kernel is built; an input the kernel cannot take (wrong shape or dtype, a carried state of another
+Errors: a node whose slots contradict its settings raises :class:`trama.RegistryError` before the
+kernel is built (the core's check, :func:`trama.catalog.check_settings`, the same for every
+framework); an input the kernel cannot take (wrong shape or dtype, a carried state of another
 batch size) raises :class:`trama.ExecutionError` naming the node, while tracing: shapes and
 dtypes are static, so these checks cost nothing inside ``jax.jit``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,10 +39,10 @@ import jax
 import jax.numpy as jnp
 
 from trama import Node
-from trama.catalog.sequence import RNN_MAX_LAYERS
+from trama.catalog import Settings, check_settings, merged_attention_mask, stacked_layers
 from trama_jax._numerics import dense, normalized, product, softmax
 from trama_jax._registry import implements
-from trama_jax._slots import Inputs, Outputs, Parameters, Site, Slots, Tensors
+from trama_jax._slots import Inputs, Outputs, Parameters, Site, Tensors, held
 from trama_jax.kernel import JaxKernel
 
 __all__ = ["RecurrentState", "gru", "lstm", "multihead_attention", "transformer_encoder_layer"]
@@ -79,12 +81,9 @@ class _Attention:
     bias_k: str | None
     bias_v: str | None
     add_zero_attn: bool
-
-    @property
-    def extra_keys(self) -> int:
-        """Key positions appended after the real ones (steps 2 and 4): the masks gain as many
-        "not masked" columns."""
-        return int(self.bias_k is not None) + int(self.add_zero_attn)
+    #: Key positions appended after the real ones (steps 2 and 4): the masks gain as many
+    #: "not masked" columns.
+    extra_keys: int
 
     def _projections(self, tensors: Tensors) -> tuple[tuple[jax.Array, jax.Array | None], ...]:
         """``(W, b)`` for q, k and v (step 1): thirds of the packed weight and bias, or the three."""
@@ -147,94 +146,45 @@ class _Attention:
         self, attn_mask: Any, key_padding_mask: Any, query: jax.Array, key: jax.Array, *, batched: bool
     ) -> jax.Array | None:
         """Both masks as one additive mask broadcastable to ``[N, H, L, S + extra_keys]``, for the
-        batch-first ``query`` ``[N, L, ·]`` and ``key`` ``[N, S, ·]`` (in ``query``'s dtype).
-
-        A bool mask is −∞ where true and 0 where false, a float mask is used as it is (step 5);
-        the appended key positions get 0 columns ("not masked"). The two are added, as torch
-        merges them, before they meet the scores.
-        """
+        batch-first ``query`` ``[N, L, ·]`` and ``key`` ``[N, S, ·]`` (in ``query``'s dtype), by
+        the catalog's rules (:func:`trama.catalog.merged_attention_mask`)."""
         (n, length, _), source, dtype = query.shape, key.shape[1], query.dtype
-        merged: jax.Array | None = None
-        heads = self.num_heads
-        if attn_mask is not None:
-            mask = self._additive(attn_mask, "attn_mask", dtype)
-            if mask.shape == (length, source):
-                mask = mask[None, None]
-            elif mask.shape == (n * heads, length, source):
-                mask = mask.reshape(n, heads, length, source)  # index n·H + h
-            else:
-                raise self.site.fail(
-                    f"attn_mask has shape {list(mask.shape)}, expected {[length, source]} or "
-                    f"{[n * heads, length, source]}"
-                )
-            merged = mask
-        if key_padding_mask is not None:
-            mask = self._additive(key_padding_mask, "key_padding_mask", dtype)
-            expected = (n, source) if batched else (source,)
-            if mask.shape != expected:
-                raise self.site.fail(f"key_padding_mask has shape {list(mask.shape)}, expected {list(expected)}")
-            mask = mask.reshape(n, 1, 1, source)
-            merged = mask if merged is None else merged + mask
-        if merged is not None and self.extra_keys:
-            merged = jnp.pad(merged, [(0, 0)] * (merged.ndim - 1) + [(0, self.extra_keys)])
+        try:
+            scores = (n, self.num_heads, length, source)
+            merged: jax.Array | None = merged_attention_mask(
+                jnp, attn_mask, key_padding_mask, scores, dtype, batched=batched, extra_keys=self.extra_keys
+            )
+        except ValueError as error:
+            raise self.site.fail(str(error)) from None
         return merged
 
-    def _additive(self, mask: Any, name: str, dtype: Any) -> jax.Array:
-        array = jnp.asarray(mask)
-        if array.dtype == jnp.bool_:
-            return jnp.where(array, jnp.array(-jnp.inf, dtype), jnp.array(0, dtype))
-        if jnp.issubdtype(array.dtype, jnp.floating):
-            return array.astype(dtype)
-        raise self.site.fail(f"{name} must be bool or floating point (as in torch), got {array.dtype}")
 
-
-def _bind_attention(
-    slots: Slots,
-    site: Site,
-    prefix: str,
-    embed_dim: int,
-    num_heads: int,
-    bias: bool,
-    *,
-    kdim: int | None = None,
-    vdim: int | None = None,
-    add_bias_kv: bool = False,
-    add_zero_attn: bool = False,
-) -> _Attention:
-    """Read the attention slots (under ``prefix``: ``self_attn_`` inside an encoder layer, whose
-    attention has none of the options: ``kdim`` and ``vdim`` are ``embed_dim``).
+def _bind_attention(settings: Settings, site: Site, *, prefix: str, embed: str, heads: str) -> _Attention:
+    """The attention's slots (under ``prefix``: ``self_attn_`` inside an encoder layer, whose
+    attention has none of the options and whose ``embed``/``heads`` settings are
+    ``d_model``/``nhead``), laid out as the checked ``settings`` say.
 
     torch packs the three projections into ``in_proj_weight`` exactly when ``kdim`` and ``vdim``
     equal ``embed_dim``; a node may also carry the three separately, as the catalog allows.
     """
-    e = embed_dim
-    kdim, vdim = kdim or e, vdim or e
-    if num_heads < 1 or e % num_heads:
-        raise slots.error(f"num_heads = {num_heads} does not divide embed_dim = {e}")
-    projections: str | tuple[str, str, str] | None
-    projections = slots.optional_tensor(f"{prefix}in_proj_weight", (3 * e, e), "[3·embed_dim, embed_dim]")
-    if projections is not None:
-        if kdim != e or vdim != e:
-            raise slots.error(f"in_proj_weight needs kdim = vdim = embed_dim = {e}")
-    else:
-        projections = (
-            slots.tensor(f"{prefix}q_proj_weight", (e, e), "[embed_dim, embed_dim]"),
-            slots.tensor(f"{prefix}k_proj_weight", (e, kdim), "[embed_dim, kdim]"),
-            slots.tensor(f"{prefix}v_proj_weight", (e, vdim), "[embed_dim, vdim]"),
-        )
+    e = settings.integer(embed)
+    projections: str | tuple[str, str, str] = f"{prefix}in_proj_weight"
+    if not settings.get("packed", True):
+        projections = (f"{prefix}q_proj_weight", f"{prefix}k_proj_weight", f"{prefix}v_proj_weight")
     return _Attention(
         site=site,
         embed_dim=e,
-        num_heads=num_heads,
-        kdim=kdim,
-        vdim=vdim,
+        num_heads=settings.integer(heads),
+        kdim=settings.get("kdim", e),
+        vdim=settings.get("vdim", e),
         projections=projections,
-        in_bias=slots.flagged_tensor(f"{prefix}in_proj_bias", bias, (3 * e,), "[3·embed_dim]"),
-        out_weight=slots.tensor(f"{prefix}out_proj_weight", (e, e), "[embed_dim, embed_dim]"),
-        out_bias=slots.flagged_tensor(f"{prefix}out_proj_bias", bias, (e,), "[embed_dim]"),
-        bias_k=slots.flagged_tensor(f"{prefix}bias_k", add_bias_kv, (1, 1, e), "[1, 1, embed_dim]"),
-        bias_v=slots.flagged_tensor(f"{prefix}bias_v", add_bias_kv, (1, 1, e), "[1, 1, embed_dim]"),
-        add_zero_attn=add_zero_attn,
+        in_bias=held(settings, f"{prefix}in_proj_bias"),
+        out_weight=f"{prefix}out_proj_weight",
+        out_bias=held(settings, f"{prefix}out_proj_bias"),
+        bias_k=held(settings, f"{prefix}bias_k"),
+        bias_v=held(settings, f"{prefix}bias_v"),
+        add_zero_attn=bool(settings.get("add_zero_attn", False)),
+        extra_keys=settings.integer("extra_keys"),
     )
 
 
@@ -269,25 +219,12 @@ def multihead_attention(node: Node, *, children: Mapping[str, Any], parameters: 
     false. A query whose every key is masked gets NaN weights and a NaN ``y``, the value of the
     formula and what torch gives with ``need_weights``.
     """
-    slots, site = Slots(node, parameters), Site(node)
-    embed_dim = slots.integer("embed_dim", minimum=1)
-    slots.number("dropout", 0.0)
-    attention = _bind_attention(
-        slots,
-        site,
-        "",
-        embed_dim,
-        slots.integer("num_heads", minimum=1),
-        slots.flag("bias", True),
-        kdim=slots.optional_integer("kdim", minimum=1),
-        vdim=slots.optional_integer("vdim", minimum=1),
-        add_bias_kv=slots.flag("add_bias_kv", False),
-        add_zero_attn=slots.flag("add_zero_attn", False),
-    )
-    kdim, vdim = attention.kdim, attention.vdim
-    batch_first = slots.flag("batch_first", False)
-    need_weights = slots.flag("need_weights", True)
-    average = slots.flag("average_attn_weights", True)
+    settings, site = check_settings(node, parameters), Site(node)
+    attention = _bind_attention(settings, site, prefix="", embed="embed_dim", heads="num_heads")
+    embed_dim, kdim, vdim = attention.embed_dim, attention.kdim, attention.vdim
+    batch_first = settings.flag("batch_first")
+    need_weights = settings.flag("need_weights")
+    average = settings.flag("average_attn_weights")
 
     def apply(tensors: Tensors, inputs: Inputs) -> Outputs:
         features = {"query": embed_dim, "key": kdim, "value": vdim}
@@ -303,7 +240,7 @@ def multihead_attention(node: Node, *, children: Mapping[str, Any], parameters: 
             return {"y": y[0], "attn_weights": None if weights is None else weights[0]}
         return {"y": y if batch_first else y.swapaxes(0, 1), "attn_weights": weights}
 
-    return JaxKernel(apply, slots.used)
+    return JaxKernel(apply, settings.tensors)
 
 
 # --------------------------------------------------------------------------------------------
@@ -328,19 +265,15 @@ def transformer_encoder_layer(node: Node, *, children: Mapping[str, Any], parame
     """``TransformerEncoderLayer(src, [src_mask], [src_key_padding_mask]) → y`` in eval mode (every
     dropout the identity): self-attention and a feed-forward network, each with a residual
     connection and a layer norm, before (``norm_first``) or after each block."""
-    slots, site = Slots(node, parameters), Site(node)
-    e = slots.integer("d_model", minimum=1)
-    f = slots.integer("dim_feedforward", 2048, minimum=1)
-    bias = slots.flag("bias", True)
-    activation = _ACTIVATIONS[slots.choice("activation", "relu", tuple(_ACTIVATIONS))]
-    eps = slots.number("layer_norm_eps", 1e-5)
-    batch_first = slots.flag("batch_first", False)
-    norm_first = slots.flag("norm_first", False)
-    slots.number("dropout", 0.1)
-    attention = _bind_attention(slots, site, "self_attn_", e, slots.integer("nhead", minimum=1), bias)
-    shapes = {"linear1": ((f, e), (f,)), "linear2": ((e, f), (e,)), "norm1": ((e,), (e,)), "norm2": ((e,), (e,))}
-    weights = {module: slots.tensor(f"{module}_weight", shape) for module, (shape, _) in shapes.items()}
-    biases = {module: slots.flagged_tensor(f"{module}_bias", bias, shape) for module, (_, shape) in shapes.items()}
+    settings, site = check_settings(node, parameters), Site(node)
+    e = settings.integer("d_model")
+    activation = _ACTIVATIONS[settings.text("activation")]
+    eps = settings.number("layer_norm_eps")
+    batch_first, norm_first = settings.flag("batch_first"), settings.flag("norm_first")
+    attention = _bind_attention(settings, site, prefix="self_attn_", embed="d_model", heads="nhead")
+    modules = ("linear1", "linear2", "norm1", "norm2")
+    weights = {module: f"{module}_weight" for module in modules}
+    biases = {module: held(settings, f"{module}_bias") for module in modules}
 
     def apply(tensors: Tensors, inputs: Inputs) -> Outputs:
         moved, batched = _batch_first(site, inputs, {"src": e}, batch_first)
@@ -369,7 +302,7 @@ def transformer_encoder_layer(node: Node, *, children: Mapping[str, Any], parame
             return {"y": y[0]}
         return {"y": y if batch_first else y.swapaxes(0, 1)}
 
-    return JaxKernel(apply, slots.used)
+    return JaxKernel(apply, settings.tensors)
 
 
 # --------------------------------------------------------------------------------------------
@@ -470,20 +403,8 @@ class _Recurrent:
         elif self.batch_first:
             x = x.swapaxes(0, 1)  # -> [L, N, in]
         starts = self._initial(inputs, state, n=x.shape[1], dtype=x.dtype, batched=batched)
-        layer_input = x
-        finals: list[list[jax.Array]] = [[] for _ in self.state_sizes]
-        for k, directions in enumerate(self.layers):
-            outputs = []
-            for delta, direction in enumerate(directions):
-                index = k * self.directions + delta
-                out, last = self.layer_pass(
-                    tensors, direction, layer_input, tuple(s[index] for s in starts), delta == 1
-                )
-                outputs.append(out)
-                for collected, value in zip(finals, last, strict=True):
-                    collected.append(value)
-            layer_input = outputs[0] if len(outputs) == 1 else jnp.concatenate(outputs, axis=-1)
-        y = layer_input
+        run = functools.partial(self.layer_pass, tensors)
+        y, finals = stacked_layers(self.layers, x, starts, run, lambda outputs: jnp.concatenate(outputs, axis=-1))
         ends = [jnp.stack(values) for values in finals]  # [D·num_layers, N, ·]
         if not batched:
             y, ends = y[:, 0], [end[:, 0] for end in ends]
@@ -527,55 +448,37 @@ def _recurrent(
     node: Node,
     parameters: Parameters,
     *,
-    gates: int,
     initial_ports: tuple[str, ...],
     final_ports: tuple[str, ...],
     layer_pass: _Pass,
 ) -> JaxKernel:
-    """Read every layer's slots and bind a stateful kernel."""
-    slots, site = Slots(node, parameters), Site(node)
-    connected = [port in node.inputs for port in initial_ports]
-    if any(connected) and not all(connected):
-        raise slots.error(f"connects only some of {', '.join(initial_ports)}; torch takes all or none")
-    num_layers = slots.integer("num_layers", 1, minimum=1)
-    if num_layers > RNN_MAX_LAYERS:
-        raise slots.error(f"num_layers must be at most {RNN_MAX_LAYERS} in opset 1, got {num_layers}")
-    input_size = slots.integer("input_size", minimum=1)
-    hidden = slots.integer("hidden_size", minimum=1)
-    proj_size = slots.integer("proj_size", 0) if gates == 4 else 0
-    if proj_size >= hidden:
-        raise slots.error(f"proj_size must be 0 or below hidden_size = {hidden}, got {proj_size}")
-    h_out = proj_size or hidden
-    bias = slots.flag("bias", True)
-    suffixes = ("", "_reverse") if slots.flag("bidirectional", False) else ("",)
-    slots.number("dropout", 0.0)
-    rows = gates * hidden
-    layers = []
-    for k in range(num_layers):
-        width = input_size if k == 0 else len(suffixes) * h_out
-        layers.append(
-            tuple(
-                _Direction(
-                    w_ih=slots.tensor(f"weight_ih_l{k}{suffix}", (rows, width)),
-                    w_hh=slots.tensor(f"weight_hh_l{k}{suffix}", (rows, h_out)),
-                    b_ih=slots.flagged_tensor(f"bias_ih_l{k}{suffix}", bias, (rows,)),
-                    b_hh=slots.flagged_tensor(f"bias_hh_l{k}{suffix}", bias, (rows,)),
-                    w_hr=slots.flagged_tensor(f"weight_hr_l{k}{suffix}", proj_size > 0, (proj_size, hidden)),
-                )
-                for suffix in suffixes
+    """Bind a stateful kernel to every layer's slots, as the checked settings lay them out."""
+    settings, site = check_settings(node, parameters), Site(node)
+    suffixes = ("", "_reverse")[: settings.integer("directions")]
+    layers = tuple(
+        tuple(
+            _Direction(
+                w_ih=f"weight_ih_l{k}{suffix}",
+                w_hh=f"weight_hh_l{k}{suffix}",
+                b_ih=held(settings, f"bias_ih_l{k}{suffix}"),
+                b_hh=held(settings, f"bias_hh_l{k}{suffix}"),
+                w_hr=held(settings, f"weight_hr_l{k}{suffix}"),
             )
+            for suffix in suffixes
         )
+        for k in range(settings.integer("num_layers"))
+    )
     network = _Recurrent(
         site=site,
-        layers=tuple(layers),
-        input_size=input_size,
-        state_sizes=(h_out, hidden)[: len(initial_ports)],
+        layers=layers,
+        input_size=settings.integer("input_size"),
+        state_sizes=(settings.integer("h_out"), settings.integer("hidden_size"))[: len(initial_ports)],
         initial_ports=initial_ports,
         final_ports=final_ports,
-        batch_first=slots.flag("batch_first", False),
+        batch_first=settings.flag("batch_first"),
         layer_pass=layer_pass,
     )
-    return JaxKernel(network.apply, slots.used, step=network.step, initial_state=_zeros)
+    return JaxKernel(network.apply, settings.tensors, step=network.step, initial_state=_zeros)
 
 
 def _zeros() -> RecurrentState:
@@ -586,13 +489,11 @@ def _zeros() -> RecurrentState:
 @implements("GRU")
 def gru(node: Node, *, children: Mapping[str, Any], parameters: Parameters) -> JaxKernel:
     """``GRU(x, [h0]) → (y, h_n)`` in eval mode (no dropout between layers); state ``(h_n,)``."""
-    return _recurrent(node, parameters, gates=3, initial_ports=("h0",), final_ports=("h_n",), layer_pass=_gru_pass)
+    return _recurrent(node, parameters, initial_ports=("h0",), final_ports=("h_n",), layer_pass=_gru_pass)
 
 
 @implements("LSTM")
 def lstm(node: Node, *, children: Mapping[str, Any], parameters: Parameters) -> JaxKernel:
     """``LSTM(x, [h0], [c0]) → (y, h_n, c_n)`` in eval mode (no dropout between layers); state
     ``(h_n, c_n)``."""
-    return _recurrent(
-        node, parameters, gates=4, initial_ports=("h0", "c0"), final_ports=("h_n", "c_n"), layer_pass=_lstm_pass
-    )
+    return _recurrent(node, parameters, initial_ports=("h0", "c0"), final_ports=("h_n", "c_n"), layer_pass=_lstm_pass)

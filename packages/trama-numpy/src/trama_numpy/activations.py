@@ -14,9 +14,9 @@ kernels silence numpy's floating-point warnings because torch raises none either
 numpy has no ``erf``, and scipy is not a dependency, so :func:`erf` and :func:`erfc` are
 W. J. Cody's rational Chebyshev approximations, vectorised, accurate to a few float64 ulps.
 
-Slots are read and checked once, when the kernel is built: a bad value raises
-:class:`trama.RegistryError` naming the node. An input the op does not accept (an integer tensor
-for ``GELU``) raises ``TypeError`` naming the op and the node.
+Settings come checked from the core (:func:`trama.catalog.check_settings`): a bad value raises
+:class:`trama.RegistryError` naming the node, in every framework alike. An input the op does not
+accept (an integer tensor for ``GELU``) raises ``TypeError`` naming the op and the node.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from trama import Node, Parameter, RegistryError
+from trama import Node, Parameter
+from trama.catalog import check_settings
 from trama.dtypes import numpy_dtype
 from trama.kernels import Kernel
-from trama_numpy._registry import implements, setting
+from trama_numpy._registry import implements
 
 __all__ = [
     "elu",
@@ -227,14 +228,6 @@ def _elementwise(node: Node, formula: Callable[[Float64Array], Float64Array]) ->
     return kernel
 
 
-def _number(node: Node, parameters: Mapping[str, Parameter], slot: str, default: float) -> float:
-    """A float hyper-parameter (an int is accepted, as JSON writes ``1`` for ``1.0``)."""
-    value = setting(parameters, slot, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RegistryError(f"{node.op}: {slot} must be a number, got {value!r}", node_id=node.id)
-    return float(value)
-
-
 # --- The activations ------------------------------------------------------------------------
 
 
@@ -257,7 +250,7 @@ def relu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Pa
 @implements("LeakyReLU", "leaky_relu")
 def leaky_relu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``x`` where ``x ≥ 0``, else ``negative_slope · x``."""
-    slope = _number(node, parameters, "negative_slope", 0.01)
+    slope = check_settings(node, parameters).number("negative_slope")
     return _elementwise(node, lambda x: np.where(x >= 0, x, slope * x))
 
 
@@ -281,11 +274,8 @@ def _gelu_tanh(x: Float64Array) -> Float64Array:
 @implements("GELU", "gelu")
 def gelu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """The Gaussian error linear unit, exact (erf) or with torch's tanh approximation."""
-    approximate = setting(parameters, "approximate", "none")
-    formulas = {"none": _gelu_exact, "tanh": _gelu_tanh}
-    if approximate not in formulas:
-        raise RegistryError(f'{node.op}: approximate must be "none" or "tanh", got {approximate!r}', node_id=node.id)
-    return _elementwise(node, formulas[approximate])
+    approximate = check_settings(node, parameters).text("approximate")
+    return _elementwise(node, {"none": _gelu_exact, "tanh": _gelu_tanh}[approximate])
 
 
 @implements("SiLU", "silu")
@@ -310,9 +300,7 @@ def _softmax_kernel(node: Node, parameters: Mapping[str, Parameter], *, log: boo
     """Softmax or log-softmax along ``dim``, the maximum subtracted first so that ``exp`` never
     overflows; a row holding NaN or +inf gives NaN, as in torch."""
     where = _where(node)
-    dim = setting(parameters, "dim", None)
-    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int)):
-        raise RegistryError(f"{node.op}: dim must be an int or null, got {dim!r}", node_id=node.id)
+    dim = check_settings(node, parameters).optional_integer("dim")
 
     def normalized(x: Float64Array, axis: int) -> Float64Array:
         if x.ndim == 0:  # torch allows dim 0 or −1 on a 0-d tensor: a row of one element
@@ -360,8 +348,8 @@ def softplus(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str
     """``log(1 + exp(βx)) / β``, or ``x`` where ``βx > threshold``. ``log(1 + exp(z))`` is
     evaluated as ``max(z, 0) + log1p(exp(−|z|))``, equal but free of overflow, so a large
     ``threshold`` is no problem (torch overflows to inf there)."""
-    beta = _number(node, parameters, "beta", 1.0)
-    threshold = _number(node, parameters, "threshold", 20.0)
+    settings = check_settings(node, parameters)
+    beta, threshold = settings.number("beta"), settings.number("threshold")
 
     def formula(x: Float64Array) -> Float64Array:
         z = beta * x
@@ -374,7 +362,7 @@ def softplus(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str
 @implements("ELU", "elu")
 def elu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``x`` where ``x > 0``, else ``α(exp(x) − 1)``, with ``expm1`` for accuracy near 0."""
-    alpha = _number(node, parameters, "alpha", 1.0)
+    alpha = check_settings(node, parameters).number("alpha")
     return _elementwise(node, lambda x: np.where(x > 0, x, alpha * np.expm1(x)))
 
 

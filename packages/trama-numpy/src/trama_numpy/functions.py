@@ -4,9 +4,10 @@ arithmetic, joining, reshaping, reductions, indexing, tuples and constants.
 The catalog follows torch where numpy differs, and this module is where the differences are
 bridged, each at one place:
 
-* **Type promotion** is torch's (:func:`result_type`): a Python number does not widen a tensor
-  of its kind, a 0-d tensor widens only across kinds, and an integer tensor with a float number
-  gives float32, where numpy would give float64 (see ``_BROADCAST_RULE`` in the catalog).
+* **Type promotion** is torch's (:func:`trama.catalog.result_type`, which the core keeps for
+  every framework): a Python number does not widen a tensor of its kind, a 0-d tensor widens only
+  across kinds, and an integer tensor with a float number gives float32, where numpy would give
+  float64 (see ``_BROADCAST_RULE`` in the catalog).
 * **Dimensions** are wrapped as torch wraps them (:func:`_wrap_dim`): a 0-d tensor accepts the
   dimensions 0 and −1, as if it had one, where numpy has no axis to name.
 * **Indexing** applies integer items before tensor items (:func:`_getitem`), as torch does, so
@@ -18,15 +19,15 @@ dtype, so it is the correctly rounded value for single operations (``+ − · /`
 a float64 evaluation gets for the others (``pow``, sums, means, matrix products). Integer
 results are computed in their own dtype and wrap on overflow, as in torch.
 
-Slots are read and checked once, when a kernel is built: a bad value raises
-:class:`trama.RegistryError` naming the node. Inputs that do not fit (a bool tensor to ``sub``,
+Settings come checked from the core (:func:`trama.catalog.check_settings`, the ``getitem``
+index parsed there too): a bad value raises :class:`trama.RegistryError` naming the node, in
+every framework alike. Inputs that do not fit (a bool tensor to ``sub``,
 an index out of range) raise ``TypeError``, ``ValueError`` or ``IndexError`` naming the op and
 the node.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from types import EllipsisType
 from typing import Any, TypeAlias
@@ -34,10 +35,11 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from trama import Node, Parameter, RegistryError, Tensor
+from trama import Node, Parameter
+from trama.catalog import check_settings, result_type, torch_index
 from trama.dtypes import numpy_dtype
 from trama.kernels import Kernel
-from trama_numpy._registry import implements, setting
+from trama_numpy._registry import implements, optional_array, required_array
 
 __all__ = [
     "add",
@@ -54,9 +56,7 @@ __all__ = [
     "neg",
     "permute",
     "pow_",
-    "promote_types",
     "reshape",
-    "result_type",
     "squeeze",
     "stack",
     "sub",
@@ -81,52 +81,12 @@ _BFLOAT16 = numpy_dtype("bfloat16")
 _FLOATING = frozenset((_FLOAT16, _BFLOAT16, _FLOAT32, _FLOAT64))
 
 
-# --- Messages and slots ---------------------------------------------------------------------
+# --- Messages and dimensions ----------------------------------------------------------------
 
 
 def _where(node: Node) -> str:
     """How messages name a node: its op and its id."""
     return f"{node.op} (node {node.id!r})"
-
-
-def _slot_error(node: Node, message: str) -> RegistryError:
-    return RegistryError(f"{node.op}: {message}", node_id=node.id)
-
-
-def _is_int(value: Any) -> bool:
-    """An int that is not a bool (JSON ``true`` is no dimension)."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _int_slot(node: Node, parameters: Mapping[str, Parameter], slot: str, default: Any = None) -> int:
-    value = setting(parameters, slot, default)
-    if not _is_int(value):
-        raise _slot_error(node, f"{slot} must be an int, got {value!r}")
-    return int(value)
-
-
-def _int_list(value: Any) -> list[int] | None:
-    """``value`` as a list of ints, or ``None`` if it is not one (a tensor slot becomes a list)."""
-    if isinstance(value, np.ndarray):
-        value = value.tolist()
-    if isinstance(value, (list, tuple)) and all(_is_int(v) for v in value):
-        return [int(v) for v in value]
-    return None
-
-
-def _dims_slot(node: Node, parameters: Mapping[str, Parameter], slot: str) -> list[int] | None:
-    """A ``dim`` slot that may be null, an int or a list of distinct ints; an int becomes a
-    one-element list, and an empty list is refused (torch reads it as all dimensions, numpy as
-    none, so the catalog forbids it)."""
-    value = setting(parameters, slot, None)
-    if value is None:
-        return None
-    if _is_int(value):
-        return [int(value)]
-    dims = _int_list(value)
-    if not dims:
-        raise _slot_error(node, f"{slot} must be null, an int or a non-empty list of ints, got {value!r}")
-    return dims
 
 
 def _wrap_dim(dim: int, ndim: int, where: str) -> int:
@@ -151,78 +111,11 @@ def _output(value: Any) -> Array:
     return np.asarray(value)
 
 
-# --- Type promotion -------------------------------------------------------------------------
+# --- Dtypes ---------------------------------------------------------------------------------
 
 
 def _is_floating(dtype: np.dtype[Any]) -> bool:
     return dtype in _FLOATING
-
-
-def _kind(dtype: np.dtype[Any]) -> int:
-    """torch's categories, in promotion order: 0 bool, 1 integer, 2 floating."""
-    if dtype == _BOOL:
-        return 0
-    return 2 if _is_floating(dtype) else 1
-
-
-def promote_types(a: np.dtype[Any], b: np.dtype[Any]) -> np.dtype[Any]:
-    """``torch.promote_types`` on numpy dtypes: the higher category wins outright (int64 with
-    float16 is float16, where numpy says float64); within integers numpy's table is torch's;
-    within floats the wider wins, and float16 with bfloat16 is float32 (neither holds the other).
-    """
-    a, b = np.dtype(a), np.dtype(b)
-    if a == b:
-        return a
-    if _kind(a) != _kind(b):
-        return a if _kind(a) > _kind(b) else b
-    if _kind(a) == 2:
-        if {a, b} == {_FLOAT16, _BFLOAT16}:
-            return _FLOAT32
-        return a if a.itemsize > b.itemsize else b
-    return np.promote_types(a, b)
-
-
-def _combine(higher: np.dtype[Any] | None, lower: np.dtype[Any] | None) -> np.dtype[Any] | None:
-    """torch's ``combine_categories``: the result of a higher-priority group of operands
-    (dimensioned tensors over 0-d tensors over Python numbers) stands unless a lower-priority
-    group is of a higher category, which then promotes it."""
-    if higher is None:
-        return lower
-    if lower is None or _is_floating(higher):
-        return higher
-    if higher == _BOOL or _is_floating(lower):
-        return promote_types(higher, lower)
-    return higher
-
-
-def _scalar_dtype(value: bool | int | float) -> np.dtype[Any]:
-    """The dtype a Python number stands for in promotion: bool, int64, or torch's default float
-    dtype (float32) — only its category matters against tensors."""
-    if isinstance(value, bool):
-        return _BOOL
-    return _INT64 if isinstance(value, int) else _FLOAT32
-
-
-def result_type(*operands: Operand) -> np.dtype[Any]:
-    """``torch.result_type`` of tensors (arrays) and Python numbers.
-
-    Operands are promoted in three groups: tensors with dimensions, 0-d tensors and Python
-    numbers. The first group's dtype holds unless a later group brings a higher category
-    (bool < integer < floating): ``int32 + 0-d int64`` is int32, ``int32 + 0-d float64`` is
-    float64, ``float16 · 2.0`` is float16, ``int32 · 2.0`` is float32.
-    """
-    groups: list[np.dtype[Any] | None] = [None, None, None]
-    for operand in operands:
-        if isinstance(operand, np.ndarray):
-            group, dtype = (0 if operand.ndim else 1), operand.dtype
-        else:
-            group, dtype = 2, _scalar_dtype(operand)
-        current = groups[group]
-        groups[group] = dtype if current is None else promote_types(current, dtype)
-    combined = _combine(groups[0], _combine(groups[1], groups[2]))
-    if combined is None:
-        raise ValueError("result_type needs at least one operand")
-    return combined
 
 
 def _operand(value: Any) -> Operand:
@@ -269,20 +162,13 @@ def _binary_kernel(
     node declares) and again on every call (for the values actually given). ``elementwise``
     ops check first that the operands broadcast, to say so naming the node."""
     where = _where(node)
+    settings = check_settings(node, parameters)
     constants: dict[str, Operand] = {}
     for name in ("x", "other"):
-        entry = parameters.get(name)
-        if entry is None:
-            continue
-        if name in node.inputs:
-            raise _slot_error(node, f"operand {name!r} is both wired and held by a slot")
-        value = entry.value
-        if isinstance(value, Tensor):
-            constants[name] = np.asarray(value)  # a tensor, even 0-d, is not a Python number
-        elif isinstance(value, (bool, int, float)):
-            constants[name] = value
-        else:
-            raise _slot_error(node, f"the constant {name!r} must be a tensor, a number or a bool, got {value!r}")
+        if name in settings.tensors:
+            constants[name] = required_array(parameters, name)  # a tensor, even 0-d, is not a Python number
+        elif name in settings:
+            constants[name] = settings[name]
 
     def fetch(inputs: Mapping[str, Any], name: str) -> Operand:
         if name in constants:
@@ -306,13 +192,6 @@ def _binary_kernel(
     return kernel
 
 
-def _alpha(node: Node, parameters: Mapping[str, Parameter]) -> float | int:
-    value = setting(parameters, "alpha", 1)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _slot_error(node, f"alpha must be a number, got {value!r}")
-    return value
-
-
 def _scaled(b: Array, alpha: float | int, where: str) -> Array:
     """``alpha · b`` in ``b``'s (working) dtype. An integer result needs an integral ``alpha``
     (torch refuses any float one; an integral float such as ``2.0``, which JSON may well hold,
@@ -329,7 +208,7 @@ def _scaled(b: Array, alpha: float | int, where: str) -> Array:
 @implements("add")
 def add(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``x + alpha · other``; on bools, ``+`` is logical or (as in torch)."""
-    where, alpha = _where(node), _alpha(node, parameters)
+    where, alpha = _where(node), check_settings(node, parameters)["alpha"]
 
     def formula(x: Operand, other: Operand) -> Array:
         dtype = result_type(x, other)
@@ -344,7 +223,7 @@ def add(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Par
 def sub(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``x − alpha · other``. torch refuses any bool operand (a bool tensor or ``True``), even
     against integers, and so does this kernel: ``1 − mask`` is to be written ``~mask``."""
-    where, alpha = _where(node), _alpha(node, parameters)
+    where, alpha = _where(node), check_settings(node, parameters)["alpha"]
 
     def formula(x: Operand, other: Operand) -> Array:
         if any(_is_bool(operand) for operand in (x, other)):
@@ -396,9 +275,7 @@ def div(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Par
     ``div_floor``; division by zero gives ±inf or NaN.
     """
     where = _where(node)
-    mode = setting(parameters, "rounding_mode", None)
-    if mode not in (None, "trunc", "floor"):
-        raise _slot_error(node, f'rounding_mode must be null, "trunc" or "floor", got {mode!r}')
+    mode = check_settings(node, parameters)["rounding_mode"]
 
     def formula(x: Operand, other: Operand) -> Array:
         dtype = result_type(x, other)
@@ -519,7 +396,7 @@ def concat(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, 
     whatever ``dim`` is (they still take part in the dtype), so ``dim`` is wrapped against the
     first input that is kept."""
     where = _where(node)
-    dim = _int_slot(node, parameters, "dim", 0)
+    dim = check_settings(node, parameters).integer("dim")
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         arrays, dtype = _joined(inputs, where)
@@ -542,7 +419,7 @@ def concat(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, 
 def stack(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``torch.stack``: inputs of one shape joined along a new dimension ``dim`` of ``y``."""
     where = _where(node)
-    dim = _int_slot(node, parameters, "dim", 0)
+    dim = check_settings(node, parameters).integer("dim")
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         arrays, dtype = _joined(inputs, where)
@@ -564,9 +441,7 @@ def stack(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, P
 def reshape(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``x`` in C order with the sizes ``shape``; one −1 is inferred, 0 is a size of 0."""
     where = _where(node)
-    shape = _int_list(setting(parameters, "shape"))
-    if shape is None or any(s < -1 for s in shape) or shape.count(-1) > 1:
-        raise _slot_error(node, f"shape must be a list of sizes ≥ 0 with at most one −1, got {shape!r}")
+    shape = list(check_settings(node, parameters).integers("shape"))
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         x = np.asarray(inputs["x"])
@@ -582,9 +457,7 @@ def reshape(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str,
 def permute(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """Dimension i of ``y`` is dimension ``dims[i]`` of ``x``."""
     where = _where(node)
-    dims = _int_list(setting(parameters, "dims"))
-    if dims is None:
-        raise _slot_error(node, f"dims must be a list of ints, got {setting(parameters, 'dims')!r}")
+    dims = list(check_settings(node, parameters).integers("dims"))
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         x = np.asarray(inputs["x"])
@@ -601,7 +474,8 @@ def permute(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str,
 def transpose(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """Dimensions ``dim0`` and ``dim1`` swapped."""
     where = _where(node)
-    dim0, dim1 = _int_slot(node, parameters, "dim0"), _int_slot(node, parameters, "dim1")
+    settings = check_settings(node, parameters)
+    dim0, dim1 = settings.integer("dim0"), settings.integer("dim1")
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         x = np.asarray(inputs["x"])
@@ -615,8 +489,8 @@ def transpose(node: Node, *, children: Mapping[str, Any], parameters: Mapping[st
 def flatten(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """Dimensions ``start_dim`` … ``end_dim`` merged into one; a 0-d ``x`` becomes ``[1]``."""
     where = _where(node)
-    start_dim = _int_slot(node, parameters, "start_dim", 0)
-    end_dim = _int_slot(node, parameters, "end_dim", -1)
+    settings = check_settings(node, parameters)
+    start_dim, end_dim = settings.integer("start_dim"), settings.integer("end_dim")
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         x = np.asarray(inputs["x"])
@@ -636,7 +510,7 @@ def squeeze(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str,
     """Dimensions of size 1 removed: all of them, or those of ``dim`` that have size 1 (a named
     dimension of another size is kept, as in torch; numpy would raise)."""
     where = _where(node)
-    dims = _dims_slot(node, parameters, "dim")
+    dims: tuple[int, ...] | None = check_settings(node, parameters)["dim"]
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         x = np.asarray(inputs["x"])
@@ -654,7 +528,7 @@ def squeeze(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str,
 def unsqueeze(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """A dimension of size 1 inserted at ``dim`` of ``y`` (−(r + 1) … r for ``x`` of r dims)."""
     where = _where(node)
-    dim = _int_slot(node, parameters, "dim")
+    dim = check_settings(node, parameters).integer("dim")
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         x = np.asarray(inputs["x"])
@@ -674,10 +548,9 @@ def _reduction(
     """A kernel reducing ``x`` over the ``dim`` slot (null: all) with ``keepdim``. A 0-d ``x``
     accepts the dimensions 0 and −1, as in torch, and reduces to itself."""
     where = _where(node)
-    dims = _dims_slot(node, parameters, "dim")
-    keepdim = setting(parameters, "keepdim", False)
-    if not isinstance(keepdim, bool):
-        raise _slot_error(node, f"keepdim must be a bool, got {keepdim!r}")
+    settings = check_settings(node, parameters)
+    dims: tuple[int, ...] | None = settings["dim"]
+    keepdim = settings.flag("keepdim")
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         x = np.asarray(inputs["x"])
@@ -741,12 +614,8 @@ def argmax(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, 
     with ``keepdim`` the index then has every dimension of ``x``, with size 1, as torch 2.x
     gives (``docs/ops.md`` says keepdim is then false; see :func:`_argmax_all`)."""
     where = _where(node)
-    dim = setting(parameters, "dim", None)
-    if dim is not None and not _is_int(dim):
-        raise _slot_error(node, f"dim must be an int or null, got {dim!r}")
-    keepdim = setting(parameters, "keepdim", False)
-    if not isinstance(keepdim, bool):
-        raise _slot_error(node, f"keepdim must be a bool, got {keepdim!r}")
+    settings = check_settings(node, parameters)
+    dim, keepdim = settings.optional_integer("dim"), settings.flag("keepdim")
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         x = np.asarray(inputs["x"])
@@ -775,42 +644,6 @@ def _argmax_all(values: Array, keepdim: bool) -> Array:
 #: name of an index port (``"i0"``) — replaced by its array when the kernel runs.
 _IndexItem: TypeAlias = "int | slice | EllipsisType | str | Array | None"
 
-_INDEX_PORT = re.compile(r"i(0|[1-9][0-9]*)")
-
-
-def _is_bound(value: Any) -> bool:
-    return value is None or _is_int(value)
-
-
-def _parse_index(node: Node, index: Any) -> list[_IndexItem]:
-    """The JSON index list of ``getitem`` as Python index items, checked: slices are
-    ``[start, stop, step]`` with a positive step, ``"..."`` appears at most once, and the index
-    ports are ``i0``, ``i1``, … in order of appearance, each once."""
-    if not isinstance(index, list):
-        raise _slot_error(node, f"index must be a list, got {index!r}")
-    items: list[_IndexItem] = []
-    ports: list[str] = []
-    for item in index:
-        if item is None or _is_int(item):
-            items.append(None if item is None else int(item))
-        elif item == "...":
-            if any(i is Ellipsis for i in items):
-                raise _slot_error(node, 'index has "..." more than once')
-            items.append(Ellipsis)
-        elif isinstance(item, str) and _INDEX_PORT.fullmatch(item):
-            ports.append(item)
-            items.append(item)
-        elif isinstance(item, list) and len(item) == 3 and all(_is_bound(v) for v in item):
-            start, stop, step = item
-            if step is not None and step <= 0:
-                raise _slot_error(node, f"slice {item} must have a positive step, as torch requires")
-            items.append(slice(start, stop, step))
-        else:
-            raise _slot_error(node, f'index item {item!r} is none of: an int, [start, stop, step], null, "...", "iN"')
-    if ports != [f"i{k}" for k in range(len(ports))]:
-        raise _slot_error(node, f"the index ports must be i0, i1, … in order, each once; got {ports}")
-    return items
-
 
 def _index_tensor(value: Any, where: str) -> int | Array:
     """A value wired to an index port, as an index item: bools are a mask, other integers
@@ -828,62 +661,14 @@ def _index_tensor(value: Any, where: str) -> int | Array:
     return int(array) if array.ndim == 0 else array.astype(_INT64, copy=False)
 
 
-def _width(item: _IndexItem) -> int:
-    """How many dimensions of ``x`` an index item consumes: a bool mask as many as it has, an
-    int, a slice or an integer tensor one, ``None`` and ``...`` none (of their own)."""
-    if isinstance(item, np.ndarray):
-        return item.ndim if item.dtype == _BOOL else 1
-    return 1 if isinstance(item, (int, slice)) else 0
-
-
 def _getitem(x: Array, items: Sequence[_IndexItem], where: str) -> Array:
-    """``x[items]`` with torch's meaning, in two numpy steps.
-
-    1. Basic indexing: ints select (removing their dimension), slices slice, ``None`` inserts a
-       dimension, ``...`` stands for the dimensions the other items leave; each tensor item is a
-       full slice here, over the dimensions it indexes. Their positions in this first result are
-       remembered.
-    2. Advanced indexing of the first result by the tensor items alone, at those positions.
-
-    Integers being gone before step 2 is torch's rule, and what makes step 2's numpy placement
-    (the broadcast index shape in place when the tensor items are adjacent, at the front
-    otherwise) agree with torch. A 0-d bool becomes a new dimension indexed by ``[0]`` (true) or
-    ``[]`` (false), as torch does.
-    """
-    consumed = sum(_width(item) for item in items)
-    if consumed > x.ndim:
-        raise IndexError(f"{where}: too many indices for a tensor of {x.ndim} dimensions")
-    whole: list[_IndexItem] = [slice(None)] * (x.ndim - consumed)
-    at = next((k for k, item in enumerate(items) if item is Ellipsis), len(items))
-    expanded = [*items[:at], *whole, *items[at + 1 :]]  # no "...": the whole dimensions go last
-
-    basic: list[Any] = []
-    advanced: dict[int, Array] = {}  # position in the first result -> index array
-    position = 0
-    for item in expanded:
-        if isinstance(item, np.ndarray) and item.dtype == _BOOL and item.ndim == 0:
-            basic.append(None)
-            advanced[position] = np.zeros(1 if item else 0, dtype=_INT64)
-            position += 1
-        elif isinstance(item, np.ndarray):
-            width = item.ndim if item.dtype == _BOOL else 1
-            basic.extend([slice(None)] * width)
-            advanced[position] = item
-            position += width
-        else:
-            basic.append(item)
-            position += 0 if isinstance(item, int) else 1
+    """``x[items]`` with torch's meaning, in two numpy indexings (:func:`trama.catalog.torch_index`:
+    integer items go first, as torch removes them before placing the advanced dimensions)."""
     try:
-        first = x[tuple(basic)]
-        if not advanced:
-            return _output(first)
-        second: list[Any] = []
-        position = 0
-        while position < first.ndim:
-            index = advanced.get(position)
-            second.append(slice(None) if index is None else index)
-            position += 1 if index is None or index.dtype != _BOOL else index.ndim
-        return _output(first[tuple(second)])
+        plan = torch_index(items, x.ndim)
+        first = x[plan.basic]
+        second = plan.second(first.ndim)
+        return _output(first if second is None else first[second])
     except IndexError as error:
         raise IndexError(f"{where}: {error}") from None
 
@@ -893,7 +678,7 @@ def getitem(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str,
     """``x[index]``, torch's indexing (see :func:`_getitem`); tensor items come from the ports
     ``i0``, ``i1``, …"""
     where = _where(node)
-    items = _parse_index(node, setting(parameters, "index"))
+    items: tuple[_IndexItem, ...] = check_settings(node, parameters)["index"]
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         resolved: list[_IndexItem] = []
@@ -913,7 +698,7 @@ def getitem(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str,
 def tuple_get(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """Element ``index`` of a tuple or list value (negative counts from the end)."""
     where = _where(node)
-    index = _int_slot(node, parameters, "index")
+    index = check_settings(node, parameters).integer("index")
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         x = inputs["x"]
@@ -930,10 +715,8 @@ def tuple_get(node: Node, *, children: Mapping[str, Any], parameters: Mapping[st
 def constant(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """The ``value`` slot: a tensor as its (shared, read-only) array, anything else as the
     Python value it is (a number stays a number, so it promotes as one)."""
-    if "value" not in parameters:
-        raise _slot_error(node, "the required slot 'value' is missing")
-    value = parameters["value"].value
-    result = np.asarray(value) if isinstance(value, Tensor) else value
+    settings = check_settings(node, parameters)
+    result = optional_array(parameters, "value") if "value" in settings.tensors else settings["value"]
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         return {"y": result}

@@ -5,26 +5,36 @@ These are the reference the other frameworks are tested against, so each kernel 
 catalog's formula as literally as vectorised numpy allows, and computes in the dtype of its input
 (float32 in, float32 out), as torch does; parameters of another dtype are cast to it.
 
-Every factory reads and checks its node's slots once, when the kernel is built, and raises
-:class:`trama.RegistryError` naming the node for a configuration the catalog does not allow or
-parameters that contradict each other (a weight whose shape disagrees with ``in_features``). A
-kernel raises ``ValueError`` or ``TypeError`` for an input that does not fit it (wrong rank,
-channel count or dtype), naming the op and the node.
+Every factory builds from its node's settings as the core checked them
+(:func:`trama.catalog.check_settings`: defaults applied, a bad setting or a weight whose shape
+disagrees with ``in_features`` refused with :class:`trama.RegistryError` naming the node, the same
+error in every framework). A kernel raises ``ValueError`` or ``TypeError`` for an input that does
+not fit it (wrong rank, channel count or dtype), naming the op and the node.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
-from trama import Node, Parameter, RegistryError
+from trama import Node, Parameter
+from trama.catalog import (
+    PAD_MODES,
+    PoolWindows,
+    Settings,
+    adaptive_windows,
+    channels_first,
+    check_pad_room,
+    check_settings,
+    flattened_shape,
+)
 from trama.kernels import Kernel
-from trama_numpy._registry import implements, optional_array, required_array, setting
+from trama_numpy._registry import implements, optional_array, required_array
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -47,111 +57,6 @@ __all__ = [
 ]
 
 Array = npt.NDArray[Any]
-
-#: torch's padding modes and the ``numpy.pad`` modes that compute the same values.
-_PAD_MODES: dict[str, Literal["constant", "reflect", "edge", "wrap"]] = {
-    "zeros": "constant",
-    "reflect": "reflect",
-    "replicate": "edge",
-    "circular": "wrap",
-}
-
-
-# --- Reading slots --------------------------------------------------------------------------
-
-
-class _Slots:
-    """A node's slots, read with the catalog's defaults and checked: every problem becomes a
-    :class:`RegistryError` that names the op, the slot and the node, raised at build time."""
-
-    __slots__ = ("node", "parameters")
-
-    def __init__(self, node: Node, parameters: Mapping[str, Parameter]) -> None:
-        self.node = node
-        self.parameters = parameters
-
-    def error(self, message: str) -> RegistryError:
-        return RegistryError(f"{self.node.op}: {message}", node_id=self.node.id)
-
-    def raw(self, slot: str, default: Any, required: bool) -> Any:
-        """The slot's value as stored (a tensor as nested lists), or ``default``."""
-        if required and slot not in self.parameters:
-            raise self.error(f"the required slot {slot!r} is missing")
-        value = setting(self.parameters, slot, default)
-        return value.tolist() if isinstance(value, np.ndarray) else value
-
-    def integer(self, slot: str, default: int | None = None, *, minimum: int = 0) -> int:
-        value = self.raw(slot, default, default is None)
-        if not _is_int(value) or value < minimum:
-            raise self.error(f"{slot} must be an int ≥ {minimum}, got {value!r}")
-        return int(value)
-
-    def optional_integer(self, slot: str, *, minimum: int = 0) -> int | None:
-        value = self.raw(slot, None, False)
-        if value is not None and (not _is_int(value) or value < minimum):
-            raise self.error(f"{slot} must be null or an int ≥ {minimum}, got {value!r}")
-        return None if value is None else int(value)
-
-    def integers(
-        self, slot: str, count: int, default: Sequence[int] | None = None, *, minimum: int = 0
-    ) -> tuple[int, ...]:
-        value = self.raw(slot, default, default is None)
-        if (
-            not isinstance(value, (list, tuple))
-            or len(value) != count
-            or not all(_is_int(v) and v >= minimum for v in value)
-        ):
-            raise self.error(f"{slot} must be a list of {count} ints ≥ {minimum}, got {value!r}")
-        return tuple(int(v) for v in value)
-
-    def number(self, slot: str, default: float | None) -> float:
-        value = self.raw(slot, default, default is None)
-        if not _is_number(value):
-            raise self.error(f"{slot} must be a number, got {value!r}")
-        return float(value)
-
-    def optional_number(self, slot: str) -> float | None:
-        value = self.raw(slot, None, False)
-        if value is not None and not _is_number(value):
-            raise self.error(f"{slot} must be null or a number, got {value!r}")
-        return None if value is None else float(value)
-
-    def flag(self, slot: str, default: bool) -> bool:
-        value = self.raw(slot, default, False)
-        if not isinstance(value, bool):
-            raise self.error(f"{slot} must be a bool, got {value!r}")
-        return value
-
-    def choice(self, slot: str, default: str, choices: Sequence[str]) -> str:
-        value = self.raw(slot, default, False)
-        if value not in choices:
-            raise self.error(f"{slot} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-        return str(value)
-
-    def array(self, slot: str, shape: Sequence[int], what: str) -> Array:
-        """A required tensor slot, whose shape must be ``shape`` (``what`` spells it in slot
-        names for the message)."""
-        if slot not in self.parameters or optional_array(self.parameters, slot) is None:
-            raise self.error(f"the required tensor {slot!r} is missing")
-        return self._shaped(slot, required_array(self.parameters, slot), shape, what)
-
-    def optional(self, slot: str, shape: Sequence[int], what: str) -> Array | None:
-        value = optional_array(self.parameters, slot)
-        return None if value is None else self._shaped(slot, value, shape, what)
-
-    def _shaped(self, slot: str, value: Array, shape: Sequence[int], what: str) -> Array:
-        if value.shape != tuple(shape):
-            raise self.error(f"{slot} has shape {list(value.shape)}, but {what} is {list(shape)}")
-        return value
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
 
 # --- What every kernel shares -----------------------------------------------------------------
 
@@ -211,10 +116,8 @@ class _Linear(_Kernel):
 @implements("Linear")
 def linear(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``y = x · weightᵀ + bias`` over the last dimension."""
-    slots = _Slots(node, parameters)
-    shape = (slots.integer("out_features"), slots.integer("in_features"))
-    weight = slots.array("weight", shape, "[out_features, in_features]")
-    return _Linear(node, weight, slots.optional("bias", shape[:1], "[out_features]"))
+    check_settings(node, parameters)
+    return _Linear(node, required_array(parameters, "weight"), optional_array(parameters, "bias"))
 
 
 class _Bilinear(_Kernel):
@@ -245,11 +148,8 @@ class _Bilinear(_Kernel):
 @implements("Bilinear")
 def bilinear(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``y[…, o] = Σ_ij input1[…, i] · weight[o, i, j] · input2[…, j] + bias[o]``."""
-    slots = _Slots(node, parameters)
-    out = slots.integer("out_features")
-    shape = (out, slots.integer("in1_features"), slots.integer("in2_features"))
-    weight = slots.array("weight", shape, "[out_features, in1_features, in2_features]")
-    return _Bilinear(node, weight, slots.optional("bias", (out,), "[out_features]"))
+    check_settings(node, parameters)
+    return _Bilinear(node, required_array(parameters, "weight"), optional_array(parameters, "bias"))
 
 
 # --- Convolutions ---------------------------------------------------------------------------
@@ -350,73 +250,35 @@ class _Conv(_Kernel):
     def _pad(self, x: Array) -> Array:
         if not any(before or after for before, after in self.pads):
             return x
-        sizes = x.shape[2:]
-        for size, (before, after) in zip(sizes, self.pads, strict=True):
-            # torch refuses these; numpy would reflect or wrap more than once instead.
-            if self.mode == "reflect" and max(before, after) >= size:
-                raise self.fail(
-                    f"reflect padding of {max(before, after)} needs more than that many elements, got {size}"
-                )
-            if self.mode == "circular" and max(before, after) > size:
-                raise self.fail(
-                    f"circular padding of {max(before, after)} needs at least that many elements, got {size}"
-                )
-        return np.pad(x, ((0, 0), (0, 0), *self.pads), mode=_PAD_MODES[self.mode])
+        try:
+            check_pad_room(self.mode, self.pads, x.shape[2:])
+        except ValueError as error:
+            raise self.fail(str(error)) from None
+        return np.pad(x, ((0, 0), (0, 0), *self.pads), mode=PAD_MODES[self.mode])
 
 
 def _batched(kernel: _Kernel, x: Array, dims: int, channels: int) -> Array:
     """``x`` with its batch dimension: an unbatched ``[C, *S]`` input gains a leading 1."""
-    if x.ndim not in (dims + 1, dims + 2):
-        raise kernel.fail(f"x should have {dims + 1} or {dims + 2} dimensions, got shape {list(x.shape)}")
-    batched = x if x.ndim == dims + 2 else x[np.newaxis]
-    if batched.shape[1] != channels:
-        raise kernel.fail(f"x has {batched.shape[1]} channels (shape {list(x.shape)}), expected {channels}")
-    return batched
-
-
-def _channels(slots: _Slots, groups: int) -> tuple[int, int]:
-    in_channels, out_channels = slots.integer("in_channels", minimum=1), slots.integer("out_channels", minimum=1)
-    if in_channels % groups or out_channels % groups:
-        raise slots.error(
-            f"groups = {groups} must divide in_channels = {in_channels} and out_channels = {out_channels}"
-        )
-    return in_channels, out_channels
+    try:
+        batched = channels_first(x.shape, dims, channels)
+    except ValueError as error:
+        raise kernel.fail(str(error)) from None
+    return x if batched else x[np.newaxis]
 
 
 def _conv(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter], dims: int) -> Kernel:
     """Conv1d and Conv2d: grouped, dilated, strided cross-correlation of a padded input."""
-    slots = _Slots(node, parameters)
-    kernel = slots.integers("kernel_size", dims, minimum=1)
-    stride = slots.integers("stride", dims, [1] * dims, minimum=1)
-    dilation = slots.integers("dilation", dims, [1] * dims, minimum=1)
-    groups = slots.integer("groups", 1, minimum=1)
-    mode = slots.choice("padding_mode", "zeros", tuple(_PAD_MODES))
-    padding = slots.raw("padding", [0] * dims, False)
-    if padding == "valid":
-        pads = ((0, 0),) * dims
-    elif padding == "same":
-        if any(s != 1 for s in stride):
-            raise slots.error(f'padding "same" needs every stride to be 1, got {list(stride)}')
-        totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
-        pads = tuple((t // 2, t - t // 2) for t in totals)
-    else:
-        if isinstance(padding, str):
-            raise slots.error(f'padding must be a list of {dims} ints, "valid" or "same", got {padding!r}')
-        pads = tuple((p, p) for p in slots.integers("padding", dims, [0] * dims))
-    in_channels, out_channels = _channels(slots, groups)
-    shape = (out_channels, in_channels // groups, *kernel)
-    weight = slots.array("weight", shape, "[out_channels, in_channels / groups, *kernel_size]")
-    bias = slots.optional("bias", (out_channels,), "[out_channels]")
+    settings = check_settings(node, parameters)
     return _Conv(
         node,
-        weight=weight,
-        bias=bias,
-        kernel=kernel,
-        stride=stride,
-        pads=pads,
-        dilation=dilation,
-        groups=groups,
-        mode=mode,
+        weight=required_array(parameters, "weight"),
+        bias=optional_array(parameters, "bias"),
+        kernel=settings.integers("kernel_size"),
+        stride=settings.integers("stride"),
+        pads=settings["pads"],
+        dilation=settings.integers("dilation"),
+        groups=settings.integer("groups"),
+        mode=settings.text("padding_mode"),
     )
 
 
@@ -502,88 +364,45 @@ class _ConvTranspose(_Kernel):
 @implements("ConvTranspose2d")
 def conv_transpose2d(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """The transpose of Conv2d (see :class:`_ConvTranspose` for how it is computed)."""
-    slots = _Slots(node, parameters)
-    kernel = slots.integers("kernel_size", 2, minimum=1)
-    stride = slots.integers("stride", 2, [1, 1], minimum=1)
-    padding = slots.integers("padding", 2, [0, 0])
-    output_padding = slots.integers("output_padding", 2, [0, 0])
-    dilation = slots.integers("dilation", 2, [1, 1], minimum=1)
-    groups = slots.integer("groups", 1, minimum=1)
-    slots.choice("padding_mode", "zeros", ("zeros",))
-    for d in range(2):
-        if output_padding[d] >= max(stride[d], dilation[d]):
-            raise slots.error(
-                f"output_padding[{d}] = {output_padding[d]} must be smaller than stride[{d}] = {stride[d]} "
-                f"or dilation[{d}] = {dilation[d]}"
-            )
-    in_channels, out_channels = _channels(slots, groups)
-    shape = (in_channels, out_channels // groups, *kernel)
-    weight = slots.array("weight", shape, "[in_channels, out_channels / groups, *kernel_size]")
-    bias = slots.optional("bias", (out_channels,), "[out_channels]")
+    settings = check_settings(node, parameters)
     return _ConvTranspose(
         node,
-        weight=weight,
-        bias=bias,
-        stride=stride,
-        padding=padding,
-        output_padding=output_padding,
-        dilation=dilation,
-        groups=groups,
+        weight=required_array(parameters, "weight"),
+        bias=optional_array(parameters, "bias"),
+        stride=settings.integers("stride"),
+        padding=settings.integers("padding"),
+        output_padding=settings.integers("output_padding"),
+        dilation=settings.integers("dilation"),
+        groups=settings.integer("groups"),
     )
 
 
 # --- Pooling --------------------------------------------------------------------------------
 
 
-def _pool_size(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool) -> int:
-    """The catalog's (and torch's) output size of a pooled dimension; ≤ 0 when none fits."""
-    room = size + 2 * padding - (dilation * (kernel - 1) + 1)
-    out = (-(-room // stride) if ceil_mode else room // stride) + 1
-    if ceil_mode and (out - 1) * stride >= size + padding:  # the last window starts in the padding
-        out -= 1
-    return out
-
-
 class _Pool(_Kernel):
     """Windows of a 2-d pool, as a strided view of the padded input (as in :func:`_correlate`)."""
 
-    __slots__ = ("ceil_mode", "dilation", "kernel", "padding", "stride")
+    __slots__ = ("geometry",)
 
-    def __init__(self, node: Node, slots: _Slots, *, dilation: bool) -> None:
+    def __init__(self, node: Node, settings: Settings) -> None:
         super().__init__(node)
-        self.kernel = slots.integers("kernel_size", 2, minimum=1)
-        stride = slots.raw("stride", None, False)
-        self.stride = self.kernel if stride is None else slots.integers("stride", 2, minimum=1)
-        self.padding = slots.integers("padding", 2, [0, 0])
-        self.dilation = slots.integers("dilation", 2, [1, 1], minimum=1) if dilation else (1, 1)
-        self.ceil_mode = slots.flag("ceil_mode", False)
-        for d in range(2):
-            if 2 * self.padding[d] > self.kernel[d]:
-                raise slots.error(
-                    f"padding[{d}] = {self.padding[d]} must be at most half of kernel_size[{d}] = {self.kernel[d]}"
-                )
+        self.geometry = PoolWindows.of(settings)
 
-    def windows(self, x: Array, fill: Any) -> tuple[Array, tuple[int, int]]:
+    def windows(self, x: Array, fill: Any) -> tuple[Array, tuple[int, ...]]:
         """Every window, ``[*, out_h, out_w, kernel_h, kernel_w]``, of ``x`` padded with ``fill``,
         and the output size. In ceil mode the last window may reach past the end padding; the
         input is padded (with ``fill``) as far as the windows reach."""
-        if x.ndim not in (3, 4):
-            raise self.fail(f"x should be [N, C, H, W] or [C, H, W], got shape {list(x.shape)}")
-        sizes = x.shape[-2:]
-        geometry = zip(sizes, self.kernel, self.stride, self.padding, self.dilation, strict=True)
-        out = tuple(_pool_size(*g, self.ceil_mode) for g in geometry)
-        if min(out) <= 0:
-            raise self.fail(f"x of shape {list(x.shape)} is too small for the window: output size {list(out)}")
-        spans = [d * (k - 1) + 1 for k, d in zip(self.kernel, self.dilation, strict=True)]
-        ends = [
-            max((o - 1) * s + span - size - p, 0)
-            for o, s, span, size, p in zip(out, self.stride, spans, sizes, self.padding, strict=True)
-        ]
-        pads = [(0, 0)] * (x.ndim - 2) + [(p, e) for p, e in zip(self.padding, ends, strict=True)]
-        padded = np.pad(x, pads, constant_values=fill)
-        view = sliding_window_view(padded, spans, axis=(-2, -1))
-        view = view[..., :: self.stride[0], :: self.stride[1], :: self.dilation[0], :: self.dilation[1]]
-        return view[..., : out[0], : out[1], :, :], (out[0], out[1])
+        geometry = self.geometry
+        try:
+            out, pads = geometry.fit(x.shape)
+        except ValueError as error:
+            raise self.fail(str(error)) from None
+        padded = np.pad(x, [(0, 0)] * (x.ndim - 2) + list(pads), constant_values=fill)
+        view = sliding_window_view(padded, geometry.spans, axis=(-2, -1))
+        stride, dilation = geometry.stride, geometry.dilation
+        view = view[..., :: stride[0], :: stride[1], :: dilation[0], :: dilation[1]]
+        return view[..., : out[0], : out[1], :, :], out
 
 
 class _MaxPool(_Pool):
@@ -604,16 +423,16 @@ class _MaxPool(_Pool):
 @implements("MaxPool2d")
 def max_pool2d(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """The largest element of each (dilated) window; padding acts as −∞."""
-    return _MaxPool(node, _Slots(node, parameters), dilation=True)
+    return _MaxPool(node, check_settings(node, parameters))
 
 
 class _AvgPool(_Pool):
     __slots__ = ("count_include_pad", "divisor_override")
 
-    def __init__(self, node: Node, slots: _Slots) -> None:
-        super().__init__(node, slots, dilation=False)
-        self.count_include_pad = slots.flag("count_include_pad", True)
-        self.divisor_override = slots.optional_integer("divisor_override", minimum=1)
+    def __init__(self, node: Node, settings: Settings) -> None:
+        super().__init__(node, settings)
+        self.count_include_pad = settings.flag("count_include_pad")
+        self.divisor_override = settings.optional_integer("divisor_override")
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Array]:
         x = self.floating(inputs)
@@ -622,24 +441,14 @@ class _AvgPool(_Pool):
         if self.divisor_override is not None:
             divisor: Array = np.asarray(self.divisor_override, x.dtype)
         else:
-            counts = [self._counts(d, x.shape[-2 + d], out[d]) for d in range(2)]
-            divisor = (counts[0][:, np.newaxis] * counts[1][np.newaxis, :]).astype(x.dtype)
+            divisor = self.geometry.divisors(x.shape[-2:], out, self.count_include_pad).astype(x.dtype)
         return {"y": total / divisor}
-
-    def _counts(self, d: int, size: int, out: int) -> npt.NDArray[np.int64]:
-        """Per output index along dimension ``d``: the catalog's ``e − s`` (window clipped to the
-        end padding) with ``count_include_pad``, else the number of positions inside ``x``."""
-        start = np.arange(out, dtype=np.int64) * self.stride[d] - self.padding[d]
-        end = np.minimum(start + self.kernel[d], size + self.padding[d])
-        if self.count_include_pad:
-            return end - start
-        return np.minimum(end, size) - np.maximum(start, 0)
 
 
 @implements("AvgPool2d")
 def avg_pool2d(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """The sum of each window's elements inside ``x``, over the catalog's divisor."""
-    return _AvgPool(node, _Slots(node, parameters))
+    return _AvgPool(node, check_settings(node, parameters))
 
 
 class _AdaptiveAvgPool(_Kernel):
@@ -659,60 +468,20 @@ class _AdaptiveAvgPool(_Kernel):
         x = self.floating(inputs)
         if x.ndim not in (3, 4):
             raise self.fail(f"x should be [N, C, H, W] or [C, H, W], got shape {list(x.shape)}")
-        height, width = x.shape[-2:]
-        rows, row_counts = _membership(height, self.output_size[0], x.dtype)
-        cols, col_counts = _membership(width, self.output_size[1], x.dtype)
-        total = rows @ x @ cols.T
-        return {"y": total / (row_counts[:, np.newaxis] * col_counts[np.newaxis, :])}
-
-
-def _membership(size: int, out: int | None, dtype: np.dtype[Any]) -> tuple[Array, Array]:
-    """``M[i, j] = 1`` when input position j is in output i's window ``⌊i·S/O⌋ … ⌈(i+1)·S/O⌉ − 1``,
-    and each window's size, both in ``dtype``."""
-    out = size if out is None else out
-    index = np.arange(out)
-    start = index * size // out
-    end = -(-(index + 1) * size // out)
-    position = np.arange(size)
-    member = (position >= start[:, np.newaxis]) & (position < end[:, np.newaxis])
-    return member.astype(dtype), (end - start).astype(dtype)
+        (rows, row_counts), (cols, col_counts) = (
+            adaptive_windows(size, out) for size, out in zip(x.shape[-2:], self.output_size, strict=True)
+        )
+        total = rows.astype(x.dtype) @ x @ cols.astype(x.dtype).T
+        return {"y": total / np.outer(row_counts, col_counts).astype(x.dtype)}
 
 
 @implements("AdaptiveAvgPool2d")
 def adaptive_avg_pool2d(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """Means over windows chosen to give ``output_size`` (a ``null`` entry keeps that size)."""
-    slots = _Slots(node, parameters)
-    value = slots.raw("output_size", None, True)
-    if (
-        not isinstance(value, (list, tuple))
-        or len(value) != 2
-        or not all(v is None or (_is_int(v) and v >= 1) for v in value)
-    ):
-        raise slots.error(f"output_size must be a list of 2 entries, each an int ≥ 1 or null, got {value!r}")
-    return _AdaptiveAvgPool(node, tuple(value))
+    return _AdaptiveAvgPool(node, check_settings(node, parameters)["output_size"])
 
 
 # --- Normalization --------------------------------------------------------------------------
-
-
-def _affine(
-    slots: _Slots, flag: str, shape: Sequence[int], what: str, *, bias_optional: bool
-) -> tuple[Array | None, Array | None]:
-    """γ and β of a normalization, checked against the flag that says whether they exist.
-
-    The slots are the truth (the catalog's convention) and the flag must agree with them; only
-    β may be absent while the flag is true where torch has ``bias=False`` (``bias_optional``).
-    """
-    enabled = slots.flag(flag, True)
-    weight = slots.optional("weight", shape, what)
-    bias = slots.optional("bias", shape, what)
-    if not enabled and (weight is not None or bias is not None):
-        raise slots.error(f"{flag} is false, yet the node has {'weight' if weight is not None else 'bias'}")
-    if enabled and weight is None:
-        raise slots.error(f"{flag} is true, yet the node has no weight")
-    if enabled and bias is None and not bias_optional:
-        raise slots.error(f"{flag} is true, yet the node has no bias")
-    return weight, bias
 
 
 def _normalize(x: Array, mean: Array, var: Array, eps: float) -> Array:
@@ -770,18 +539,17 @@ def _batch_norm(
     buffers: a node whose ``track_running_stats`` is false but that still carries running
     statistics (a torch module whose flag was switched off after construction) uses them.
     """
-    slots = _Slots(node, parameters)
-    channels = slots.integer("num_features", minimum=1)
-    eps = slots.number("eps", 1e-5)
-    tracking = slots.flag("track_running_stats", True)
-    weight, bias = _affine(slots, "affine", (channels,), "[num_features]", bias_optional=False)
-    mean = slots.optional("running_mean", (channels,), "[num_features]")
-    var = slots.optional("running_var", (channels,), "[num_features]")
-    if (mean is None) != (var is None):
-        raise slots.error("running_mean and running_var must be both present or both absent")
-    if tracking and mean is None:
-        raise slots.error("track_running_stats is true, yet the node has no running_mean and running_var")
-    return _BatchNorm(node, channels=channels, dims=dims, eps=eps, weight=weight, bias=bias, mean=mean, var=var)
+    settings = check_settings(node, parameters)
+    return _BatchNorm(
+        node,
+        channels=settings.integer("num_features"),
+        dims=dims,
+        eps=settings.number("eps"),
+        weight=optional_array(parameters, "weight"),
+        bias=optional_array(parameters, "bias"),
+        mean=optional_array(parameters, "running_mean"),
+        var=optional_array(parameters, "running_var"),
+    )
 
 
 @implements("BatchNorm1d")
@@ -832,21 +600,12 @@ class _LayerNorm(_TrailingNorm):
         return self.affine(_normalize(x, mean, var, self.eps), x)
 
 
-def _normalized_shape(slots: _Slots) -> tuple[int, ...]:
-    value = slots.raw("normalized_shape", None, True)
-    if not isinstance(value, (list, tuple)) or not value or not all(_is_int(v) and v >= 1 for v in value):
-        raise slots.error(f"normalized_shape must be a non-empty list of ints ≥ 1, got {value!r}")
-    return tuple(int(v) for v in value)
-
-
 @implements("LayerNorm")
 def layer_norm(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """Normalization over the trailing ``normalized_shape`` by its mean and biased variance."""
-    slots = _Slots(node, parameters)
-    shape = _normalized_shape(slots)
-    eps = slots.number("eps", 1e-5)
-    weight, bias = _affine(slots, "elementwise_affine", shape, "normalized_shape", bias_optional=True)
-    return _LayerNorm(node, shape, eps, weight, bias)
+    settings = check_settings(node, parameters)
+    weight, bias = optional_array(parameters, "weight"), optional_array(parameters, "bias")
+    return _LayerNorm(node, settings.integers("normalized_shape"), settings.number("eps"), weight, bias)
 
 
 class _RMSNorm(_TrailingNorm):
@@ -862,16 +621,9 @@ class _RMSNorm(_TrailingNorm):
 @implements("RMSNorm")
 def rms_norm(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``x / √(mean(x²) + eps) · weight`` over the trailing ``normalized_shape``."""
-    slots = _Slots(node, parameters)
-    shape = _normalized_shape(slots)
-    eps = slots.optional_number("eps")
-    enabled = slots.flag("elementwise_affine", True)
-    weight = slots.optional("weight", shape, "normalized_shape")
-    if enabled != (weight is not None):
-        raise slots.error(
-            f"elementwise_affine is {str(enabled).lower()}, yet weight is {'absent' if enabled else 'present'}"
-        )
-    return _RMSNorm(node, shape, eps, weight, None)
+    settings = check_settings(node, parameters)
+    shape, eps = settings.integers("normalized_shape"), settings.optional_number("eps")
+    return _RMSNorm(node, shape, eps, optional_array(parameters, "weight"), None)
 
 
 class _GroupNorm(_Kernel):
@@ -902,14 +654,10 @@ class _GroupNorm(_Kernel):
 @implements("GroupNorm")
 def group_norm(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """Normalization of each sample's groups of consecutive channels."""
-    slots = _Slots(node, parameters)
-    groups = slots.integer("num_groups", minimum=1)
-    channels = slots.integer("num_channels", minimum=1)
-    if channels % groups:
-        raise slots.error(f"num_groups = {groups} must divide num_channels = {channels}")
-    eps = slots.number("eps", 1e-5)
-    weight, bias = _affine(slots, "affine", (channels,), "[num_channels]", bias_optional=False)
-    return _GroupNorm(node, channels, groups, eps, weight, bias)
+    settings = check_settings(node, parameters)
+    channels, groups = settings.integer("num_channels"), settings.integer("num_groups")
+    weight, bias = optional_array(parameters, "weight"), optional_array(parameters, "bias")
+    return _GroupNorm(node, channels, groups, settings.number("eps"), weight, bias)
 
 
 # --- Embedding, dropout and shape helpers ---------------------------------------------------
@@ -948,17 +696,9 @@ class _Embedding(_Kernel):
 def embedding(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``y = weight[x]``; ``padding_idx``, ``scale_grad_by_freq`` and ``sparse`` only affect
     training, but ``padding_idx`` is still checked, as torch checks it."""
-    slots = _Slots(node, parameters)
-    rows = slots.integer("num_embeddings", minimum=1)
-    weight = slots.array("weight", (rows, slots.integer("embedding_dim")), "[num_embeddings, embedding_dim]")
-    padding_idx = slots.optional_integer("padding_idx")
-    if padding_idx is not None and padding_idx >= rows:
-        raise slots.error(f"padding_idx = {padding_idx} must be below num_embeddings = {rows}")
-    max_norm = slots.optional_number("max_norm")
-    norm_type = slots.number("norm_type", 2.0)
-    slots.flag("scale_grad_by_freq", False)
-    slots.flag("sparse", False)
-    return _Embedding(node, weight, max_norm, norm_type)
+    settings = check_settings(node, parameters)
+    weight = required_array(parameters, "weight")
+    return _Embedding(node, weight, settings.optional_number("max_norm"), settings.number("norm_type"))
 
 
 class _Pass(_Kernel):
@@ -973,10 +713,7 @@ class _Pass(_Kernel):
 @implements("Dropout")
 def dropout(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """The identity (the catalog specifies eval mode); ``p`` is still checked."""
-    slots = _Slots(node, parameters)
-    p = slots.number("p", 0.5)
-    if not 0.0 <= p <= 1.0:
-        raise slots.error(f"p must lie in [0, 1], got {p}")
+    check_settings(node, parameters)
     return _Pass(node)
 
 
@@ -995,29 +732,14 @@ class _Flatten(_Kernel):
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Array]:
         x = np.asarray(inputs["x"])
-        rank = max(x.ndim, 1)  # torch treats a 0-d tensor as 1-d here: flattening gives [1]
-        start = self.start + rank if self.start < 0 else self.start
-        end = self.end + rank if self.end < 0 else self.end
-        if not (0 <= start < rank and 0 <= end < rank):
-            raise self.fail(f"start_dim {self.start} or end_dim {self.end} is out of range for shape {list(x.shape)}")
-        if start > end:
-            raise self.fail(f"start_dim {self.start} comes after end_dim {self.end} for shape {list(x.shape)}")
-        shape = x.shape or (1,)
-        return {"y": x.reshape(*shape[:start], math.prod(shape[start : end + 1]), *shape[end + 1 :])}
+        try:
+            return {"y": x.reshape(flattened_shape(x.shape, self.start, self.end))}
+        except ValueError as error:
+            raise self.fail(str(error)) from None
 
 
 @implements("Flatten")
 def flatten(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """Dimensions ``start_dim … end_dim`` merged into one, in C order."""
-    slots = _Slots(node, parameters)
-    start, end = _signed(slots, "start_dim", 1), _signed(slots, "end_dim", -1)
-    if start >= 0 and end >= 0 and start > end:
-        raise slots.error(f"start_dim = {start} comes after end_dim = {end}")
-    return _Flatten(node, start, end)
-
-
-def _signed(slots: _Slots, slot: str, default: int) -> int:
-    value = slots.raw(slot, default, False)
-    if not _is_int(value):
-        raise slots.error(f"{slot} must be an int, got {value!r}")
-    return int(value)
+    settings = check_settings(node, parameters)
+    return _Flatten(node, settings.integer("start_dim"), settings.integer("end_dim"))

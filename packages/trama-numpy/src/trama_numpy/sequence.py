@@ -23,8 +23,10 @@ and rounded once.
 ``TransformerEncoder`` is a composite: runtimes execute its wiring, so it has no kernel here.
 
 Errors: a node whose slots contradict its settings (``num_layers=2`` without ``weight_ih_l1``, a
-bias slot while ``bias`` is false) raises :class:`trama.RegistryError` when the kernel is built,
-the class for "a node does not match its op's specification". A request the kernel cannot honour
+bias slot while ``bias`` is false) raises :class:`trama.RegistryError` before the kernel is built,
+the class for "a node does not match its op's specification": the core checks that
+(:func:`trama.catalog.check_settings`) for every framework, and these factories build from the
+settings it returns. A request the kernel cannot honour
 at run time (streaming a bidirectional layer, a carried state of the wrong batch size, a mask of
 an unsupported dtype) raises :class:`trama.ImportModelError`, the class for "a validated document
 could not be turned into working runtime objects": the document is valid, this use of it is not.
@@ -41,8 +43,8 @@ import numpy as np
 import numpy.typing as npt
 
 import trama
-from trama.catalog.sequence import RNN_MAX_LAYERS
-from trama_numpy._registry import implements, optional_array, setting
+from trama.catalog import Settings, check_settings, merged_attention_mask, stacked_layers
+from trama_numpy._registry import implements, optional_array, required_array
 
 __all__ = [
     "GRUKernel",
@@ -60,50 +62,8 @@ Parameters = Mapping[str, trama.Parameter]
 
 
 # --------------------------------------------------------------------------------------------
-# Slots and small numeric helpers
+# Small numeric helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _tensor(node: trama.Node, parameters: Parameters, slot: str, shape: tuple[int, ...] | None = None) -> Array:
-    """A tensor slot that must be present, checked against its documented shape.
-
-    The catalog marks most per-layer slots optional (they exist only for some settings), so
-    validation cannot tell that a two-layer GRU lacks ``weight_ih_l1``; the kernel is where that
-    is known, and a named error beats a ``KeyError`` from deep inside a run.
-    """
-    array = optional_array(parameters, slot)
-    if array is None:
-        raise trama.RegistryError(f"{node.op} needs the slot {slot!r} with these settings", node_id=node.id)
-    if shape is not None and array.shape != shape:
-        raise trama.RegistryError(
-            f"{node.op} slot {slot!r} has shape {list(array.shape)}, expected {list(shape)}", node_id=node.id
-        )
-    return array
-
-
-def _flagged(
-    node: trama.Node, parameters: Parameters, slot: str, present: bool, shape: tuple[int, ...]
-) -> Array | None:
-    """A slot whose existence a flag decides (``bias``, ``add_bias_kv``, ``proj_size``).
-
-    Both disagreements are refused: a missing slot would silently become zero, and a slot the
-    flag says is absent would silently be ignored; either way an exporter bug would pass unseen.
-    """
-    if present:
-        return _tensor(node, parameters, slot, shape)
-    if optional_array(parameters, slot) is not None:
-        raise trama.RegistryError(
-            f"{node.op} slot {slot!r} is given but its setting says it is absent", node_id=node.id
-        )
-    return None
-
-
-def _int(parameters: Parameters, slot: str, default: int | None = None) -> int:
-    return int(setting(parameters, slot, default))
-
-
-def _bool(parameters: Parameters, slot: str, default: bool) -> bool:
-    return bool(setting(parameters, slot, default))
 
 
 def _linear(x: Array, weight: Array, bias: Array | None) -> Array:
@@ -175,12 +135,9 @@ class _Attention:
     bias_k: Array | None  # [E], appended as one more key position (step 2)
     bias_v: Array | None
     add_zero_attn: bool
-
-    @property
-    def extra_keys(self) -> int:
-        """Key positions appended after the real ones (steps 2 and 4): the masks gain as many
-        "not masked" columns."""
-        return int(self.bias_k is not None) + int(self.add_zero_attn)
+    #: Key positions appended after the real ones (steps 2 and 4): the masks gain as many
+    #: "not masked" columns.
+    extra_keys: int
 
     def __call__(
         self, query: Array, key: Array, value: Array, mask: Array | None, *, need_weights: bool, average: bool
@@ -226,103 +183,48 @@ class _Attention:
     def merged_mask(
         self, attn_mask: Any, key_padding_mask: Any, *, n: int, length: int, source: int, dtype: Any, batched: bool
     ) -> Array | None:
-        """Both masks as one additive float mask broadcastable to ``[N, H, L, S + extra_keys]``.
-
-        A bool mask becomes −∞ where true and 0 where false, a float mask is used as it is (step 5);
-        the appended key positions get 0 columns ("not masked"). The two are added, as torch
-        merges them, before they meet the scores.
-        """
-        merged: Array | None = None
-        heads = self.num_heads
-        if attn_mask is not None:
-            mask = self._additive(attn_mask, "attn_mask", dtype)
-            if mask.shape == (length, source):
-                mask = mask[None, None]
-            elif mask.shape == (n * heads, length, source):
-                mask = mask.reshape(n, heads, length, source)  # index n·H + h
-            else:
-                raise trama.ImportModelError(
-                    f"attn_mask has shape {list(mask.shape)}, expected {[length, source]} or "
-                    f"{[n * heads, length, source]}",
-                    node_id=self.node_id,
-                )
-            merged = mask
-        if key_padding_mask is not None:
-            mask = self._additive(key_padding_mask, "key_padding_mask", dtype)
-            expected = (n, source) if batched else (source,)
-            if mask.shape != expected:
-                raise trama.ImportModelError(
-                    f"key_padding_mask has shape {list(mask.shape)}, expected {list(expected)}", node_id=self.node_id
-                )
-            mask = mask.reshape(n, 1, 1, source)
-            merged = mask if merged is None else merged + mask
-        if merged is not None and self.extra_keys:
-            pad = [(0, 0)] * (merged.ndim - 1) + [(0, self.extra_keys)]
-            merged = np.pad(merged, pad)
+        """Both masks as one additive mask broadcastable to ``[N, H, L, S + extra_keys]``, by the
+        catalog's rules (:func:`trama.catalog.merged_attention_mask`); a mask that does not fit
+        is an ImportModelError (the document is valid, this use of it is not)."""
+        try:
+            scores = (n, self.num_heads, length, source)
+            merged: Array | None = merged_attention_mask(
+                np, attn_mask, key_padding_mask, scores, dtype, batched=batched, extra_keys=self.extra_keys
+            )
+        except ValueError as error:
+            raise trama.ImportModelError(str(error), node_id=self.node_id) from None
         return merged
 
-    def _additive(self, mask: Any, name: str, dtype: Any) -> Array:
-        array = np.asarray(mask)
-        if array.dtype == np.bool_:
-            return np.where(array, -np.inf, 0.0).astype(dtype)
-        if np.issubdtype(array.dtype, np.floating):
-            return array.astype(dtype, copy=False)
-        raise trama.ImportModelError(
-            f"{name} must be bool or floating point (as in torch), got {array.dtype}", node_id=self.node_id
-        )
 
-
-def _bind_attention(
-    node: trama.Node,
-    parameters: Parameters,
-    *,
-    prefix: str,
-    embed_dim: int,
-    num_heads: int,
-    kdim: int,
-    vdim: int,
-    bias: bool,
-    add_bias_kv: bool,
-    add_zero_attn: bool,
-) -> _Attention:
-    """Read the attention slots (under ``prefix``: ``self_attn_`` inside an encoder layer)."""
-    e = embed_dim
-    if num_heads <= 0 or e % num_heads:
-        raise trama.RegistryError(f"{node.op}: num_heads {num_heads} does not divide {e}", node_id=node.id)
-    packed = optional_array(parameters, f"{prefix}in_proj_weight")
-    separate = [optional_array(parameters, f"{prefix}{x}_proj_weight") for x in "qkv"]
-    if packed is not None:
-        if any(w is not None for w in separate):
-            raise trama.RegistryError(
-                f"{node.op} has both in_proj_weight and q/k/v_proj_weight; which one applies is ambiguous",
-                node_id=node.id,
-            )
-        if kdim != e or vdim != e:
-            raise trama.RegistryError(f"{node.op}: in_proj_weight needs kdim = vdim = {e}", node_id=node.id)
-        packed = _tensor(node, parameters, f"{prefix}in_proj_weight", (3 * e, e))
+def _bind_attention(parameters: Parameters, settings: Settings, *, prefix: str, embed: str, heads: str) -> _Attention:
+    """The attention's weights (under ``prefix``: ``self_attn_`` inside an encoder layer, whose
+    attention has no options and whose ``embed``/``heads`` settings are ``d_model``/``nhead``),
+    as the checked ``settings`` say they are laid out."""
+    e = settings.integer(embed)
+    if settings.get("packed", True):
+        packed = required_array(parameters, f"{prefix}in_proj_weight")
         w_q, w_k, w_v = packed[:e], packed[e : 2 * e], packed[2 * e :]
     else:
-        w_q = _tensor(node, parameters, f"{prefix}q_proj_weight", (e, e))
-        w_k = _tensor(node, parameters, f"{prefix}k_proj_weight", (e, kdim))
-        w_v = _tensor(node, parameters, f"{prefix}v_proj_weight", (e, vdim))
-    in_bias = _flagged(node, parameters, f"{prefix}in_proj_bias", bias, (3 * e,))
+        w_q, w_k, w_v = (required_array(parameters, f"{prefix}{x}_proj_weight") for x in "qkv")
+    in_bias = optional_array(parameters, f"{prefix}in_proj_bias")
     b_q, b_k, b_v = (None, None, None) if in_bias is None else (in_bias[:e], in_bias[e : 2 * e], in_bias[2 * e :])
-    bias_k = _flagged(node, parameters, f"{prefix}bias_k", add_bias_kv, (1, 1, e))
-    bias_v = _flagged(node, parameters, f"{prefix}bias_v", add_bias_kv, (1, 1, e))
+    bias_k = optional_array(parameters, f"{prefix}bias_k")
+    bias_v = optional_array(parameters, f"{prefix}bias_v")
     return _Attention(
-        node_id=node.id,
-        num_heads=num_heads,
+        node_id=settings.node_id,
+        num_heads=settings.integer(heads),
         w_q=w_q,
         w_k=w_k,
         w_v=w_v,
         b_q=b_q,
         b_k=b_k,
         b_v=b_v,
-        w_out=_tensor(node, parameters, f"{prefix}out_proj_weight", (e, e)),
-        b_out=_flagged(node, parameters, f"{prefix}out_proj_bias", bias, (e,)),
+        w_out=required_array(parameters, f"{prefix}out_proj_weight"),
+        b_out=optional_array(parameters, f"{prefix}out_proj_bias"),
         bias_k=None if bias_k is None else bias_k.reshape(e),
         bias_v=None if bias_v is None else bias_v.reshape(e),
-        add_zero_attn=add_zero_attn,
+        add_zero_attn=bool(settings.get("add_zero_attn", False)),
+        extra_keys=settings.integer("extra_keys"),
     )
 
 
@@ -378,26 +280,12 @@ def multihead_attention(
     node: trama.Node, *, children: Mapping[str, Any], parameters: Parameters
 ) -> MultiheadAttentionKernel:
     """Bind a ``MultiheadAttention`` node's weights (``docs/ops.md``, steps 1–6)."""
-    embed_dim = _int(parameters, "embed_dim")
-    kdim = setting(parameters, "kdim")
-    vdim = setting(parameters, "vdim")
-    attention = _bind_attention(
-        node,
-        parameters,
-        prefix="",
-        embed_dim=embed_dim,
-        num_heads=_int(parameters, "num_heads"),
-        kdim=embed_dim if kdim is None else int(kdim),
-        vdim=embed_dim if vdim is None else int(vdim),
-        bias=_bool(parameters, "bias", True),
-        add_bias_kv=_bool(parameters, "add_bias_kv", False),
-        add_zero_attn=_bool(parameters, "add_zero_attn", False),
-    )
+    settings = check_settings(node, parameters)
     return MultiheadAttentionKernel(
-        attention,
-        batch_first=_bool(parameters, "batch_first", False),
-        need_weights=_bool(parameters, "need_weights", True),
-        average=_bool(parameters, "average_attn_weights", True),
+        _bind_attention(parameters, settings, prefix="", embed="embed_dim", heads="num_heads"),
+        batch_first=settings.flag("batch_first"),
+        need_weights=settings.flag("need_weights"),
+        average=settings.flag("average_attn_weights"),
     )
 
 
@@ -472,39 +360,16 @@ def transformer_encoder_layer(
     node: trama.Node, *, children: Mapping[str, Any], parameters: Parameters
 ) -> TransformerEncoderLayerKernel:
     """Bind a ``TransformerEncoderLayer`` node: its ``self_attn_*`` attention, FF and norms."""
-    e = _int(parameters, "d_model")
-    f = _int(parameters, "dim_feedforward", 2048)
-    bias = _bool(parameters, "bias", True)
-    activation = setting(parameters, "activation", "relu")
-    if activation not in _ACTIVATIONS:
-        raise trama.RegistryError(
-            f"TransformerEncoderLayer activation must be 'relu' or 'gelu', got {activation!r}", node_id=node.id
-        )
-    attention = _bind_attention(
-        node,
-        parameters,
-        prefix="self_attn_",
-        embed_dim=e,
-        num_heads=_int(parameters, "nhead"),
-        kdim=e,
-        vdim=e,
-        bias=bias,
-        add_bias_kv=False,
-        add_zero_attn=False,
-    )
-    shapes = {"linear1": ((f, e), (f,)), "linear2": ((e, f), (e,)), "norm1": ((e,), (e,)), "norm2": ((e,), (e,))}
-    weights = {module: _tensor(node, parameters, f"{module}_weight", shape) for module, (shape, _) in shapes.items()}
-    biases = {
-        module: _flagged(node, parameters, f"{module}_bias", bias, shape) for module, (_, shape) in shapes.items()
-    }
+    settings = check_settings(node, parameters)
+    modules = ("linear1", "linear2", "norm1", "norm2")
     return TransformerEncoderLayerKernel(
-        attention,
-        weights,
-        biases,
-        activation=_ACTIVATIONS[activation],
-        eps=float(setting(parameters, "layer_norm_eps", 1e-5)),
-        batch_first=_bool(parameters, "batch_first", False),
-        norm_first=_bool(parameters, "norm_first", False),
+        _bind_attention(parameters, settings, prefix="self_attn_", embed="d_model", heads="nhead"),
+        {module: required_array(parameters, f"{module}_weight") for module in modules},
+        {module: optional_array(parameters, f"{module}_bias") for module in modules},
+        activation=_ACTIVATIONS[settings.text("activation")],
+        eps=settings.number("layer_norm_eps"),
+        batch_first=settings.flag("batch_first"),
+        norm_first=settings.flag("norm_first"),
     )
 
 
@@ -635,19 +500,7 @@ class _RecurrentKernel:
         dtype = np.result_type(x, self.layers[0][0].w_ih)
         starts = self._initial(inputs, state, n=n, dtype=dtype, batched=batched)
 
-        layer_input = x
-        finals: list[list[Array]] = [[] for _ in self.state_sizes]
-        for k, directions in enumerate(self.layers):
-            outputs = []
-            for delta, direction in enumerate(directions):
-                index = k * self.num_directions + delta
-                out, last = self._pass(direction, layer_input, tuple(s[index] for s in starts), delta == 1)
-                outputs.append(out)
-                for collected, value in zip(finals, last, strict=True):
-                    collected.append(value)
-            layer_input = outputs[0] if len(outputs) == 1 else np.concatenate(outputs, axis=-1)
-
-        y = layer_input
+        y, finals = stacked_layers(self.layers, x, starts, self._pass, lambda outputs: np.concatenate(outputs, axis=-1))
         ends = [np.stack(values) for values in finals]  # [D·num_layers, N, ·]
         if batched:
             y = y.transpose(1, 0, 2) if self.batch_first else y
@@ -732,52 +585,38 @@ class LSTMKernel(_RecurrentKernel):
         return _lstm_pass(direction, x, states, reverse)
 
 
-def _bind_recurrent(node: trama.Node, parameters: Parameters, *, gates: int) -> tuple[list[list[_Direction]], int, int]:
-    """Read every layer's slots: returns the layers, H and ``H_out`` (``proj_size`` or H)."""
-    num_layers = _int(parameters, "num_layers", 1)
-    if not 1 <= num_layers <= RNN_MAX_LAYERS:
-        raise trama.RegistryError(
-            f"{node.op} num_layers must be 1 … {RNN_MAX_LAYERS} in opset 1, got {num_layers}", node_id=node.id
-        )
-    hidden = _int(parameters, "hidden_size")
-    proj_size = _int(parameters, "proj_size", 0)
-    if proj_size < 0 or (proj_size and proj_size >= hidden):
-        raise trama.RegistryError(
-            f"{node.op} proj_size must be 0 or below hidden_size, got {proj_size}", node_id=node.id
-        )
-    h_out = proj_size or hidden
-    bias = _bool(parameters, "bias", True)
-    suffixes = ("", "_reverse") if _bool(parameters, "bidirectional", False) else ("",)
-    rows = gates * hidden
-    layers = []
-    for k in range(num_layers):
-        width = _int(parameters, "input_size") if k == 0 else len(suffixes) * h_out
-        directions = []
-        for suffix in suffixes:
-            directions.append(
-                _Direction(
-                    w_ih=_tensor(node, parameters, f"weight_ih_l{k}{suffix}", (rows, width)),
-                    w_hh=_tensor(node, parameters, f"weight_hh_l{k}{suffix}", (rows, h_out)),
-                    b_ih=_flagged(node, parameters, f"bias_ih_l{k}{suffix}", bias, (rows,)),
-                    b_hh=_flagged(node, parameters, f"bias_hh_l{k}{suffix}", bias, (rows,)),
-                    w_hr=_flagged(node, parameters, f"weight_hr_l{k}{suffix}", proj_size > 0, (proj_size, hidden)),
-                )
+def _bind_recurrent(parameters: Parameters, settings: Settings) -> list[list[_Direction]]:
+    """Every layer's weights, in each direction, as the checked ``settings`` lay them out."""
+    suffixes = ("", "_reverse")[: settings.integer("directions")]
+    return [
+        [
+            _Direction(
+                w_ih=required_array(parameters, f"weight_ih_l{k}{suffix}"),
+                w_hh=required_array(parameters, f"weight_hh_l{k}{suffix}"),
+                b_ih=optional_array(parameters, f"bias_ih_l{k}{suffix}"),
+                b_hh=optional_array(parameters, f"bias_hh_l{k}{suffix}"),
+                w_hr=optional_array(parameters, f"weight_hr_l{k}{suffix}"),
             )
-        layers.append(directions)
-    return layers, hidden, h_out
+            for suffix in suffixes
+        ]
+        for k in range(settings.integer("num_layers"))
+    ]
 
 
 @implements("GRU")
 def gru(node: trama.Node, *, children: Mapping[str, Any], parameters: Parameters) -> GRUKernel:
     """Bind a ``GRU`` node's per-layer weights (gates r, z, n, in that row order)."""
-    layers, hidden, _ = _bind_recurrent(node, parameters, gates=3)
-    return GRUKernel(node, layers, state_sizes=(hidden,), batch_first=_bool(parameters, "batch_first", False))
+    settings = check_settings(node, parameters)
+    layers = _bind_recurrent(parameters, settings)
+    return GRUKernel(
+        node, layers, state_sizes=(settings.integer("hidden_size"),), batch_first=settings.flag("batch_first")
+    )
 
 
 @implements("LSTM")
 def lstm(node: trama.Node, *, children: Mapping[str, Any], parameters: Parameters) -> LSTMKernel:
     """Bind an ``LSTM`` node's per-layer weights (gates i, f, g, o, in that row order)."""
-    if ("h0" in node.inputs) != ("c0" in node.inputs):
-        raise trama.RegistryError("LSTM connects one of h0 and c0; torch takes both or neither", node_id=node.id)
-    layers, hidden, h_out = _bind_recurrent(node, parameters, gates=4)
-    return LSTMKernel(node, layers, state_sizes=(h_out, hidden), batch_first=_bool(parameters, "batch_first", False))
+    settings = check_settings(node, parameters)
+    layers = _bind_recurrent(parameters, settings)
+    sizes = (settings.integer("h_out"), settings.integer("hidden_size"))
+    return LSTMKernel(node, layers, state_sizes=sizes, batch_first=settings.flag("batch_first"))

@@ -9,6 +9,18 @@ packages, which pair these specs with their own factories.
 
 Ops are grouped in :data:`CATALOG_CATEGORIES`, one module each; :func:`standard_specs` is all of
 them in that order.
+
+The specs' semantics that can be checked without running anything are checked here too, once for
+every framework: :func:`check_settings` reads a catalog node's settings with the catalog's
+defaults, refuses what the catalog does not allow (a stride of 0, ``groups`` that does not divide
+the channels, a weight of the wrong shape) and returns them as :class:`Settings`, which kernels
+read instead of checking again. ``trama.importer.build_node`` runs it before any framework's
+factory, so one bad document gets one error in every framework. The framework-neutral rules the
+kernels share live here as well: torch's type promotion (:func:`result_type`), torch's indexing
+(:func:`torch_index`), the stacking of recurrent layers (:func:`stacked_layers`) and the
+shape rules of inputs, pools and attention masks
+(:class:`PoolWindows`, :func:`channels_first`, …), which raise ``ValueError`` for a kernel to
+re-raise as its framework's error.
 """
 
 from __future__ import annotations
@@ -17,6 +29,21 @@ import functools
 from dataclasses import dataclass
 
 from trama.catalog import activations, composites, functions, layers, sequence
+from trama.catalog._checkers import check_settings
+from trama.catalog._geometry import (
+    PAD_MODES,
+    PoolWindows,
+    adaptive_windows,
+    channels_first,
+    check_pad_room,
+    flattened_shape,
+    merged_attention_mask,
+    pool_output_size,
+)
+from trama.catalog._indexing import TorchIndex, index_width, torch_index
+from trama.catalog._promotion import promote_types, result_type
+from trama.catalog._reader import Settings
+from trama.catalog._recurrence import stacked_layers
 from trama.catalog.sequence import RNN_MAX_LAYERS
 from trama.opregistry import OpRegistry, OpSpec
 
@@ -24,12 +51,28 @@ __all__ = [
     "CATALOG_CATEGORIES",
     "CATALOG_NAMESPACE",
     "CATALOG_OPSET",
+    "PAD_MODES",
     "RNN_MAX_LAYERS",
     "Category",
+    "PoolWindows",
+    "Settings",
+    "TorchIndex",
+    "adaptive_windows",
     "category_of",
+    "channels_first",
+    "check_pad_room",
+    "check_settings",
+    "flattened_shape",
+    "index_width",
+    "merged_attention_mask",
     "op_namespace",
+    "pool_output_size",
+    "promote_types",
+    "result_type",
+    "stacked_layers",
     "standard_registry",
     "standard_specs",
+    "torch_index",
 ]
 
 #: The namespace of the catalog's ops: documents record ``"opsets": {"trama": CATALOG_OPSET}``.

@@ -307,8 +307,8 @@ _GROUP_NORM = op(
         hyper("num_groups", "int", "G, the number of groups."),
         hyper("num_channels", "int", "C, the number of channels."),
         _eps(),
-        hyper("affine", "bool", "Whether `weight` and `bias` exist.", True),
-        *_affine("[C]", "affine"),
+        hyper("affine", "bool", "Whether `weight` (and by default `bias`) exist.", True),
+        *_affine("[C]", "affine", bias_flag=True),
     ),
 )
 

@@ -1,0 +1,89 @@
+"""Every catalog op's settings check, and the one place frameworks call it.
+
+:func:`trama.importer.build_node` builds every node, for ``import_model``, for the graph runtimes
+and for trama-jax: it runs the check of a catalog node (:func:`checking`) before the framework's
+factory is called, so a bad document fails with the same :class:`~trama.RegistryError`, class
+and message, in every framework, torch included, before any kernel exists. A factory that needs
+the settings asks :func:`check_settings`, which, inside :func:`checking` for the same node,
+returns what was checked there instead of checking again; called on its own (a kernel's test
+calling a factory directly) it checks.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from trama.catalog import _function_checks, _layer_checks, _sequence_checks
+from trama.catalog._reader import Checker, Settings
+from trama.errors import RegistryError
+from trama.model import Node, Parameter
+from trama.opregistry import OpSpec
+
+__all__ = ["CHECKERS", "check_settings", "checker_for", "checking"]
+
+#: Every catalog op's checker, by op name (a test sees that each catalog spec has one).
+CHECKERS: Mapping[str, Checker] = {
+    **_layer_checks.CHECKERS,
+    **_sequence_checks.CHECKERS,
+    **_function_checks.CHECKERS,
+    **_function_checks.ACTIVATION_CHECKERS,
+}
+
+#: The node being built by :func:`checking`, its parameters and its settings.
+_BUILDING: ContextVar[tuple[Node, Mapping[str, Parameter], Settings] | None] = ContextVar(
+    "trama_catalog_building", default=None
+)
+
+
+def checker_for(op: str) -> Checker:
+    """The checker of catalog op ``op``; a name the catalog does not have is a RegistryError."""
+    checker = CHECKERS.get(op)
+    if checker is None:
+        raise RegistryError(f"op {op!r} is not in the standard catalog, so it has no settings check")
+    return checker
+
+
+def check_settings(node: Node, parameters: Mapping[str, Parameter]) -> Settings:
+    """The checked settings of a catalog node with these parameters (by slot).
+
+    Raises :class:`~trama.RegistryError` naming the op and the node for the first setting the
+    catalog does not allow, or that contradicts another one or a tensor's shape. Inside
+    :func:`checking` for this very node and parameters (a factory called by ``build_node``),
+    the settings checked there are returned.
+    """
+    building = _BUILDING.get()
+    if building is not None and building[0] is node and building[1] is parameters:
+        return building[2]
+    return checker_for(node.op).check(node, parameters)
+
+
+@functools.cache
+def _catalog_specs() -> dict[str, OpSpec]:
+    from trama.catalog import standard_specs
+
+    return {spec.name: spec for spec in standard_specs()}
+
+
+def _is_catalog_spec(spec: OpSpec) -> bool:
+    """Whether ``spec`` is the catalog's op of its name (a hand-made registry may give a toy op a
+    catalog name and other slots: the catalog's rules are not its)."""
+    catalog = _catalog_specs().get(spec.name)
+    return catalog is not None and (catalog is spec or catalog == spec)
+
+
+@contextmanager
+def checking(node: Node, spec: OpSpec, parameters: Mapping[str, Parameter]) -> Iterator[Settings | None]:
+    """Check ``node`` if ``spec`` is a catalog op's, and let :func:`check_settings` hand the
+    result to the factory called inside; yields the settings, or ``None`` for another op."""
+    if not _is_catalog_spec(spec):
+        yield None
+        return
+    settings = CHECKERS[spec.name].check(node, parameters)
+    token = _BUILDING.set((node, parameters, settings))
+    try:
+        yield settings
+    finally:
+        _BUILDING.reset(token)
