@@ -31,7 +31,7 @@ print(json.dumps({
     "discover_ms": 1000 * (done - imported),
     "ops": len(registry),
     "implemented": sum(1 for spec in registry if spec.factory is not None),
-    "plugins": [f"{p.distribution} {p.version}" for p in trama.plugins.plugin_host().plugins()],
+    "plugins": [f"{p.distribution} {p.version}" for p in trama.extension._plugins.plugin_host().plugins()],
     "frameworks_imported": sorted({m.split(".")[0] for m in sys.modules} & {"torch", "jax", "jaxlib", "tensorflow"}),
 }))
 """

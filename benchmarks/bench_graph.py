@@ -12,8 +12,8 @@ Cases, for each N:
                         .venv-ref (see setup_reference.sh)
 
 Our load is also broken into phases with the library's internal functions, as ``trama.loads``
-runs them (with the cycle collector paused): read the file, parse (``trama.jsontext.parse_json``),
-decode (``trama.codec.decode_document``), validate (``trama.validation.structural_errors``).
+runs them (with the cycle collector paused): read the file, parse (``trama.format._jsontext.parse_json``),
+decode (``trama.format._codec.decode_document``), validate (``trama.format._validation.structural_errors``).
 
 Every load runs in a fresh process, repeated (best of ``--repeat``). The 0.2 file is written by
 the old library when .venv-ref exists, else by writing the same JSON directly.
@@ -173,10 +173,10 @@ def worker_phases(path: Path) -> None:
     allocations would have triggered then runs as soon as it is re-enabled, over every object
     built in the meantime ("gc"). Last, the parsed JSON is dropped ("free").
     """
-    from trama.codec import decode_document
-    from trama.external import make_resolver
-    from trama.jsontext import gc_paused, parse_json
-    from trama.validation import structural_errors
+    from trama.format import structural_errors
+    from trama.format._codec import decode_document
+    from trama.format._external import make_resolver
+    from trama.format._jsontext import gc_paused, parse_json
 
     probe = Probe()
     with probe.phase("read"):

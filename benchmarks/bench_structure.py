@@ -54,7 +54,7 @@ def build(d_model: int, heads: int, feedforward: int, layers: int) -> Any:
 
 def trama_figures(encoder: Any, folder: Path) -> dict[str, Any]:
     import trama
-    from trama.ssa import to_ssa
+    from trama.tools import to_ssa
 
     model = trama.export_model(encoder, inputs=["x"], outputs=["y"])
     path = folder / "encoder.trama.json"

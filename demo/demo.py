@@ -25,8 +25,7 @@ import torch
 from torch import nn
 
 import trama
-from trama.ssa import to_ssa
-from trama.summary import render_summary, summarize
+from trama.tools import render_summary, summarize, to_ssa
 
 TOLERANCE = 1e-5
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import trama
-import trama.serialization
+import trama.format._serialization
 from trama import Model, Node, Parameter, Ref, Tensor
 
 
@@ -147,8 +147,8 @@ def test_inline_writer_failures_keep_the_old_file(
         name = target.split(".")[1]
         monkeypatch.setattr(os, name, fail_on_call(call, getattr(os, name), OSError(28, "No space left on device")))
     else:
-        real = getattr(trama.serialization, target)
-        monkeypatch.setattr(trama.serialization, target, fail_on_call(call, real, OSError(28, "No space left")))
+        real = getattr(trama.format._serialization, target)
+        monkeypatch.setattr(trama.format._serialization, target, fail_on_call(call, real, OSError(28, "No space left")))
     before = snapshot(inline_file.parent)
     with pytest.raises(OSError, match="No space left"):
         trama.dump(good_model(seed=1), inline_file)
@@ -214,9 +214,10 @@ def test_external_writer_failures_keep_both_files(
 ) -> None:
     error = OSError(28, "No space left on device")
     if inject == "write_safetensors":
-        monkeypatch.setattr(trama.serialization, "write_safetensors", partial_safetensors)
+        monkeypatch.setattr(trama.format._serialization, "write_safetensors", partial_safetensors)
     elif inject == "format_json":
-        monkeypatch.setattr(trama.serialization, "format_json", fail_on_call(1, trama.serialization.format_json, error))
+        serialization = trama.format._serialization
+        monkeypatch.setattr(serialization, "format_json", fail_on_call(1, serialization.format_json, error))
     elif inject == "fsync-document":
         monkeypatch.setattr(os, "fsync", fail_on_call(2, os.fsync, error))
     else:

@@ -33,10 +33,9 @@ from trama import (
     Tensor,
     ValidationError,
 )
-from trama.calls import call_cycle, expand_calls
 from trama.execution import build_plan
-from trama.ssa import to_ssa
-from trama.summary import OpCount, render_summary, summarize
+from trama.format._calls import call_cycle, expand_calls
+from trama.tools import OpCount, render_summary, summarize, to_ssa
 
 Doc = dict[str, Any]
 
@@ -748,7 +747,7 @@ def test_import_of_calls_model_gives_shared_objects() -> None:
 
 
 def test_the_command_line_validates_and_describes_calls(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from trama.cli import main
+    from trama.tools import main
 
     path = tmp_path / "calls.trama.json"
     trama.dump(calls_model(), path)

@@ -23,8 +23,7 @@ from trama.catalog import (
     standard_specs,
 )
 from trama.catalog.docs import _installed_coverage, main, render_ops_markdown
-from trama.opregistry import PARAMETER_TYPES
-from trama.validation import NAME, registry_errors, structural_errors
+from trama.format import NAME, PARAMETER_TYPES, registry_errors, structural_errors
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = {spec.name: spec for spec in standard_specs()}

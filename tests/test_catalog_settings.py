@@ -1,5 +1,5 @@
 """The catalog's settings checks (:func:`trama.catalog.check_settings`): one check per catalog op,
-held against its spec, run by ``trama.importer.build_node`` before any framework's factory, so a
+held against its spec, run by ``trama.conversion._importer.build_node`` before any framework's factory, so a
 bad document gets the same error class and message from numpy, torch and JAX, at import and when
 a runtime prepares it.
 

@@ -15,8 +15,7 @@ import toylayers  # lives in demo/, which tests/conftest.py puts on sys.path
 
 import trama
 from trama import Model
-from trama.cli import COMMANDS, Command, main, register, schema_main, ssa_main
-from trama.ssa import to_ssa
+from trama.tools import COMMANDS, Command, main, register, schema_main, ssa_main, to_ssa
 
 REPO = Path(__file__).resolve().parents[1]
 LEGACY = REPO / "tests" / "fixtures" / "legacy"
@@ -321,7 +320,7 @@ def test_new_subcommands_plug_into_the_table(monkeypatch: pytest.MonkeyPatch, ca
         print("hello " * args.times)
         return 3
 
-    monkeypatch.setattr("trama.cli.COMMANDS", dict(COMMANDS))
+    monkeypatch.setattr("trama.tools.cli.COMMANDS", dict(COMMANDS))
     register(Command("hello", "say hello", add_arguments, run))
     assert main(["hello", "--times", "2"]) == 3
     assert capsys.readouterr().out == "hello hello \n"

@@ -22,13 +22,10 @@ from test_plugins import FakeEntryPoint, acme_plugin
 from test_runtime import FakeRuntime, mlp_model
 
 import trama
-from trama import cli
-from trama.cli import main
-from trama.hookspecs import hookimpl
-from trama.opregistry import OpSpec, ParameterSchema
-from trama.plugins import PluginHost, PluginLoadWarning, plugin_host, reset_plugins
-from trama.runtime import Runtime
-from trama.ssa import to_ssa
+from trama.execution import Runtime
+from trama.extension import PluginHost, PluginLoadWarning, hookimpl, plugin_host, reset_plugins
+from trama.format import OpSpec, ParameterSchema
+from trama.tools import cli, main, to_ssa
 
 BIN = Path(sys.executable).parent
 CHUNK = 1 << 20  # how much the CLI reads from standard input at a time
@@ -295,7 +292,7 @@ def test_the_installed_script_reads_pipes_and_redirected_files(tmp_path: Path) -
     """Real standard input: a pipe, and a regular file large enough to be memory-mapped."""
     path = tmp_path / "big.trama.json"
     trama.dump(toy_mlp([64, 512, 512, 3]), path)
-    assert path.stat().st_size > CHUNK  # over trama.serialization.MMAP_THRESHOLD
+    assert path.stat().st_size > CHUNK  # over trama.format._serialization.MMAP_THRESHOLD
 
     def trama_cli(*argv: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run([str(BIN / "trama"), *argv], capture_output=True, timeout=120, check=False, **kwargs)

@@ -13,9 +13,8 @@ import pytest
 from test_runtime import FakeRuntime, mlp_model
 
 import trama
-from trama.cli import main
-from trama.hookspecs import hookimpl
-from trama.plugins import PluginHost, reset_plugins
+from trama.extension import PluginHost, hookimpl, reset_plugins
+from trama.tools import main
 
 
 class FakeEntryPoint:

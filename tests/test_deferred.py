@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import trama
-from trama.deferred import deferred_factories
+from trama.extension import deferred_factories
 
 
 class _Built:

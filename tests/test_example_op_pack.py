@@ -48,7 +48,7 @@ PROBE = """
 import json, sys
 import importlib_metadata
 import trama
-from trama.plugins import ENTRY_POINT_GROUP, plugin_host
+from trama.extension import ENTRY_POINT_GROUP, plugin_host
 
 registry = trama.registry("numpy")
 ops = [name for name in registry.names() if name.startswith("lenses.")]
@@ -66,7 +66,7 @@ print(json.dumps({
 }))
 """
 
-CLI = "import sys; from trama.cli import main; sys.exit(main(sys.argv[1:]))"
+CLI = "import sys; from trama.tools.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def _can_build_offline() -> bool:

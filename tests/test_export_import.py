@@ -349,7 +349,7 @@ def test_entry_names_never_equal_node_ids() -> None:
 
 
 def test_import_without_a_registry_uses_the_discovered_one(mlp_model: trama.Model) -> None:
-    from trama.plugins import PluginHost, reset_plugins
+    from trama.extension import PluginHost, reset_plugins
 
     reset_plugins(PluginHost([]))  # only the core: the catalog's specs, no framework at all
     try:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from trama import Parameter, Tensor
-from trama.factorytable import FactoryTable, setting
+from trama.extension import FactoryTable, setting
 
 
 def _factory(node: Any, *, children: Any, parameters: Any) -> str:
@@ -28,7 +28,7 @@ def test_implements_registers_under_every_name_and_refuses_a_second_implementati
 def test_load_imports_the_op_modules_that_fill_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     table = FactoryTable("toy", ["toy_ops_for_table_test"])
     (tmp_path / "toy_ops_for_table_test.py").write_text(
-        "from trama.factorytable import FactoryTable\n"
+        "from trama.extension._factorytable import FactoryTable\n"
         "def register(table: FactoryTable) -> None:\n"
         "    table.implements('toy.Op')(lambda node, *, children, parameters: 'built')\n"
     )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import trama
-import trama.serialization
+import trama.format._serialization
 from trama import JSONError, Model, Node, Parameter, Ref, Tensor, TramaError
 
 FIXTURES = sorted(Path(__file__).parent.joinpath("fixtures", "legacy").glob("v0_*/*.trama.json"))
@@ -29,7 +29,7 @@ def test_a_large_inline_file_is_mapped_and_reads_back_bit_exact(tmp_path: Path) 
     model = big_model()
     path = tmp_path / "big.trama.json"
     trama.dump(model, path)
-    assert path.stat().st_size >= trama.serialization.MMAP_THRESHOLD
+    assert path.stat().st_size >= trama.format._serialization.MMAP_THRESHOLD
     loaded = trama.load(path)
     assert loaded.parameters == model.parameters
     assert loaded.metadata == model.metadata
@@ -38,7 +38,7 @@ def test_a_large_inline_file_is_mapped_and_reads_back_bit_exact(tmp_path: Path) 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_mapped_and_read_loads_agree_on_every_fixture(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     read = trama.load(path)
-    monkeypatch.setattr(trama.serialization, "MMAP_THRESHOLD", 1)
+    monkeypatch.setattr(trama.format._serialization, "MMAP_THRESHOLD", 1)
     mapped = trama.load(path)
     assert [n.id for n in mapped.nodes] == [n.id for n in read.nodes]
     assert mapped.parameters.keys() == read.parameters.keys()
@@ -72,7 +72,7 @@ def test_a_large_file_with_a_duplicate_key_is_refused(tmp_path: Path) -> None:
 
 
 def test_empty_files_are_read_not_mapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(trama.serialization, "MMAP_THRESHOLD", 0)
+    monkeypatch.setattr(trama.format._serialization, "MMAP_THRESHOLD", 0)
     path = tmp_path / "empty.trama.json"
     path.write_bytes(b"")
     with pytest.raises(TramaError):

@@ -1,6 +1,6 @@
 """``trama pack new``: the generated op pack installs, passes its own tests, and uses public names only.
 
-The template (:mod:`trama.packtemplate`) is what op-pack authors start from, so what it generates
+The template (:mod:`trama.tools.packtemplate`) is what op-pack authors start from, so what it generates
 is held to what docs/plugins.md promises a pack gets:
 
 * it is a real distribution: ``pip install --target`` builds and installs it offline, and in a new
@@ -33,8 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from trama.cli import main
-from trama.packtemplate import PackError, new_pack, render_pack, validate_name
+from trama.tools import PackError, main, new_pack, render_pack, validate_name
 
 NAME = "packcheck"
 PACKAGE = f"trama_{NAME}"
@@ -217,8 +216,8 @@ def test_the_public_name_check_catches_private_and_internal_names() -> None:
     """The check above must be able to fail: each of these is a use a pack must not make."""
     source = (
         "import trama\n"
-        "from trama._cli_json import PLUGINS_HELP\n"
-        "from trama.importer import nonexistent\n"
+        "from trama.tools._cli_json import PLUGINS_HELP\n"
+        "from trama.conversion._importer import nonexistent\n"
         "from trama_jax.model import bind_kernel\n"
         "from trama_torch.tensors import tied_parameter\n"
         "import trama_jax\n"
@@ -299,7 +298,7 @@ if sys.argv[1] == "last":
 import torch
 from torch import nn
 import trama
-from trama.plugins import plugin_host
+from trama.extension import plugin_host
 from PACKAGE.torch_modules import Scale
 
 

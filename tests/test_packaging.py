@@ -41,9 +41,9 @@ TRAMA = ["trama", "trama-numpy", "trama-torch", "trama-jax"]
 ENTRY_POINTS: dict[str, dict[str, dict[str, str]]] = {
     "trama": {
         "console_scripts": {
-            "trama": "trama.cli:main",
-            "tramaschema": "trama.cli:schema_main",
-            "tramassa": "trama.cli:ssa_main",
+            "trama": "trama.tools.cli:main",
+            "tramaschema": "trama.tools.cli:schema_main",
+            "tramassa": "trama.tools.cli:ssa_main",
         }
     },
     "trama-numpy": {"trama": {"numpy": "trama_numpy.plugin"}},
@@ -233,11 +233,18 @@ def test_trama_is_released_at_one_version_with_one_lower_bound_per_dependency(bu
             assert Requirement(f"{dep}{spec}").specifier.contains(version), f"{dep}{spec} refuses {version}"
 
 
-@pytest.mark.parametrize("name", ["trama-torch", "trama-jax"])
-def test_framework_packages_bring_the_default_runtime(built: dict[str, Built], name: str) -> None:
-    """``pip install trama-torch`` alone must give ``"default"``, which trama-numpy provides."""
-    names = {canonicalize_name(r.name) for r in _requirements(built[name])}
+def test_trama_torch_brings_the_numpy_reference_runtime(built: dict[str, Built]) -> None:
+    """``pip install trama-torch`` alone gives ``"default"`` as trama-numpy's reference runtime."""
+    names = {canonicalize_name(r.name) for r in _requirements(built["trama-torch"])}
     assert {"trama", "trama-numpy"} <= names
+
+
+def test_trama_jax_does_not_depend_on_trama_numpy(built: dict[str, Built]) -> None:
+    """trama-jax shares nothing with trama-numpy (the rules both need live in the core); alone,
+    its ``jax:cpu`` answers ``"default"`` (tests/test_plugin_contracts.py)."""
+    names = {canonicalize_name(r.name) for r in _requirements(built["trama-jax"])}
+    assert "trama" in names
+    assert "trama-numpy" not in names
 
 
 # --- contents --------------------------------------------------------------------------------

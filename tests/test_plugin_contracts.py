@@ -17,8 +17,7 @@ from test_plugins import FakeEntryPoint, Scale, acme_plugin, scale_spec
 
 import trama
 from trama import NodeFragment, OpSpec, RuntimeNotFoundError
-from trama.hookspecs import hookimpl
-from trama.plugins import SELECTION_VARIABLE, PluginHost, PluginLoadWarning, reset_plugins
+from trama.extension import SELECTION_VARIABLE, PluginHost, PluginLoadWarning, hookimpl, reset_plugins
 
 
 class Plugin:
@@ -161,7 +160,7 @@ def test_an_empty_variable_loads_no_plugin_but_keeps_the_catalog(
 def test_a_missing_default_runtime_names_the_variable_when_it_left_the_package_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(SELECTION_VARIABLE, "torch")
+    monkeypatch.setenv(SELECTION_VARIABLE, "lenses")  # no framework at all: nothing to fall back on
     reset_plugins(PluginHost())
     try:
         with pytest.raises(RuntimeNotFoundError, match=rf"trama-numpy is installed but {SELECTION_VARIABLE} leaves it"):
@@ -183,7 +182,7 @@ def test_a_missing_runtime_package_is_named(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_the_cli_honours_the_variable() -> None:
     """``trama ops`` in a fresh process lists the lenses example's ops only when it is selected."""
-    probe = "import sys; from trama.cli import main; sys.exit(main(['ops']))"
+    probe = "import sys; from trama.tools.cli import main; sys.exit(main(['ops']))"
 
     def ops(selection: str) -> str:
         env = {**_environment(), SELECTION_VARIABLE: selection}
@@ -279,12 +278,12 @@ def _fresh() -> Iterator[None]:
 def test_trama_plugins_shows_what_the_variable_selected(monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
-    from trama.cli import main
+    from trama.tools import main
 
     monkeypatch.setenv(SELECTION_VARIABLE, "lenses, nope")
     reset_plugins(PluginHost())
     listing = subprocess.run(
-        [sys.executable, "-c", "import sys; from trama.cli import main; sys.exit(main(['plugins']))"],
+        [sys.executable, "-c", "import sys; from trama.tools.cli import main; sys.exit(main(['plugins']))"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -307,3 +306,14 @@ def test_trama_plugins_shows_what_the_variable_selected(monkeypatch: pytest.Monk
     assert selection["allowed"] == ["lenses", "nope"]
     assert {"name": "numpy", "distribution": "trama-numpy"} in selection["skipped"]
     assert selection["unmatched"] == ["nope"]
+
+
+def test_without_trama_numpy_default_is_another_frameworks_cpu_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pip install trama-jax`` alone: ``"default"`` answers with ``jax:cpu``."""
+    monkeypatch.setenv(SELECTION_VARIABLE, "jax")
+    reset_plugins(PluginHost())
+    try:
+        runtime = trama.runtime_for_name("default")
+        assert runtime.name() == "jax:cpu"
+    finally:
+        reset_plugins()

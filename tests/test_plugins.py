@@ -1,6 +1,6 @@
 """Discovery: what installed plugins contribute, and how their mistakes are reported.
 
-Plugins are given to :class:`trama.plugins.PluginHost` as fake entry points (objects with the
+Plugins are given to :class:`trama.extension._plugins.PluginHost` as fake entry points (objects with the
 ``name``, ``dist`` and ``load()`` of ``importlib.metadata`` entry points), so each test controls
 exactly what is "installed".
 """
@@ -18,9 +18,8 @@ import pytest
 
 import trama
 from trama import NodeFragment, OpSpec, ParameterSchema, RegistryError
-from trama.cli import main
-from trama.hookspecs import hookimpl
-from trama.plugins import PluginHost, PluginLoadWarning, reset_plugins
+from trama.extension import PluginHost, PluginLoadWarning, hookimpl, reset_plugins
+from trama.tools import main
 
 
 class FakeEntryPoint:

@@ -44,7 +44,7 @@ NUMPY_DTYPES = {
 
 
 def test_the_test_covers_every_dtype_of_the_format() -> None:
-    from trama.dtypes import DTYPE_NAMES
+    from trama.format import DTYPE_NAMES
 
     assert set(NUMPY_DTYPES) == set(DTYPE_NAMES)
 

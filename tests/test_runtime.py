@@ -11,7 +11,7 @@ import pytest
 
 from trama import INPUT, Model, Node, OpRegistry, OpSpec, Parameter, ParameterSchema, Ref, Tensor, ValueFact
 from trama.errors import ExecutionError
-from trama.runtime import GraphRuntime
+from trama.execution import GraphRuntime
 
 
 class Scale:

@@ -51,7 +51,7 @@ def test_schema_is_plain_json() -> None:
 
 
 def test_schema_knows_every_dtype() -> None:
-    from trama.dtypes import DTYPE_NAMES
+    from trama.format import DTYPE_NAMES
 
     assert trama.json_schema()["$defs"]["tensor"]["properties"]["dtype"]["enum"] == list(DTYPE_NAMES)
 

@@ -11,7 +11,7 @@ import toylayers  # lives in demo/, which tests/conftest.py puts on sys.path
 
 import trama
 from trama import INPUT, Model, Node, Parameter, ParameterValue, Ref, Tensor, ValueFact
-from trama.ssa import format_ref, format_value_type, to_ssa
+from trama.tools import format_ref, format_value_type, to_ssa
 
 REPO = Path(__file__).resolve().parents[1]
 LEGACY = REPO / "tests" / "fixtures" / "legacy"

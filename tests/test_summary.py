@@ -10,7 +10,7 @@ import toylayers  # lives in demo/, which tests/conftest.py puts on sys.path
 
 import trama
 from trama import INPUT, Model, Node, Parameter, Ref, Tensor, ValueFact
-from trama.summary import OpCount, ParameterTotals, render_summary, summarize
+from trama.tools import OpCount, ParameterTotals, render_summary, summarize
 
 REPO = Path(__file__).resolve().parents[1]
 LEGACY = REPO / "tests" / "fixtures" / "legacy"

@@ -26,7 +26,7 @@ import pytest
 import trama
 from trama import INPUT, Model, Node, Parameter, Ref, Tensor
 from trama.catalog import standard_specs
-from trama.opregistry import OpSpec
+from trama.format import OpSpec
 
 __all__ = [
     "DEFAULT_TOLERANCE",

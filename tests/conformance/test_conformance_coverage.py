@@ -16,7 +16,7 @@ import pytest
 from conformance_support import catalog_leaves
 
 from trama.catalog import standard_specs
-from trama.plugins import implementation_coverage
+from trama.extension import implementation_coverage
 
 REPO = Path(__file__).resolve().parents[2]
 

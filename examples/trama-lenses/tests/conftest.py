@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from trama.plugins import reset_plugins
+from trama.extension import reset_plugins
 
 
 @pytest.fixture(autouse=True)

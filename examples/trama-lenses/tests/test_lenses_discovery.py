@@ -7,8 +7,8 @@ import importlib.metadata
 import pytest
 
 import trama
-from trama.cli import main
-from trama.plugins import plugin_host
+from trama.extension import plugin_host
+from trama.tools import main
 from trama_lenses.plugin import export_element
 
 OPS = ["lenses.AsphericSurface", "lenses.FreeSpace", "lenses.System", "lenses.ThinLens"]

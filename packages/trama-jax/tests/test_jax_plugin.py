@@ -17,7 +17,7 @@ def test_the_real_table_implements_exactly_the_catalog() -> None:
 def test_listing_plugins_and_the_jax_table_does_not_import_jax() -> None:
     probe = (
         "import json, sys, trama\n"
-        "from trama.plugins import plugin_host\n"
+        "from trama.extension._plugins import plugin_host\n"
         "plugin_host().plugins()\n"
         "names = trama.registry('jax').names()\n"
         "print(json.dumps({'ops': len(names), 'jax': 'jax' in sys.modules}))\n"
@@ -39,7 +39,7 @@ def _pack_entry_point() -> object:
     from typing import Any
 
     from trama import OpSpec, ParameterSchema
-    from trama.hookspecs import hookimpl
+    from trama.extension import hookimpl
 
     def build_scale(node: Any, *, children: Mapping[str, Any], parameters: Mapping[str, Any]) -> Any:
         from trama_jax import JaxKernel
@@ -78,7 +78,7 @@ def test_a_packs_jax_kernel_imports_as_a_module_with_params_and_runs_on_jax_cpu(
 
     import trama
     from trama import Model, Node, Parameter, Ref, Tensor
-    from trama.plugins import ENTRY_POINT_GROUP, PluginHost, reset_plugins
+    from trama.extension import ENTRY_POINT_GROUP, PluginHost, reset_plugins
     from trama_jax import JaxModule
 
     installed = list(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP))
@@ -108,7 +108,7 @@ def test_a_packs_jax_kernel_imports_as_a_module_with_params_and_runs_on_jax_cpu(
 
 def test_a_leaf_factory_that_builds_no_kernel_is_a_clear_error() -> None:
     from trama import ImportModelError, Model, Node, OpSpec, Ref
-    from trama.opregistry import OpRegistry
+    from trama.format import OpRegistry
     from trama_jax import build
     from trama_jax.plugin import as_jax_module
 
@@ -140,8 +140,7 @@ def test_a_packs_composite_op_imports_with_the_public_composite_factory() -> Non
 
     import trama
     from trama import Model, Node, OpSpec, Parameter, Ref, Tensor
-    from trama.hookspecs import hookimpl
-    from trama.plugins import ENTRY_POINT_GROUP, PluginHost, reset_plugins
+    from trama.extension import ENTRY_POINT_GROUP, PluginHost, hookimpl, reset_plugins
     from trama_jax import JaxComposite, build_composite
 
     scale_pack = _pack_entry_point()

@@ -22,7 +22,7 @@ from torch import nn
 
 import trama
 from trama import Model, Node, Parameter, Ref, ValueFact
-from trama.model import INPUT
+from trama.format import INPUT
 from trama_jax.runnable import JaxRunnable
 from trama_jax.runtime import JaxRuntime, resolve_device, runtimes
 

@@ -27,7 +27,7 @@ from hypothesis.extra import numpy as hnp
 
 from trama import INPUT, Node, Parameter, Ref, RegistryError
 from trama.catalog import CATALOG_CATEGORIES
-from trama.dtypes import numpy_dtype
+from trama.format import numpy_dtype
 from trama_numpy._registry import implementations
 from trama_numpy.activations import erf, erfc
 

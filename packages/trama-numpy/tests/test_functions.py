@@ -22,7 +22,7 @@ from hypothesis.extra import numpy as hnp
 
 from trama import INPUT, Node, Parameter, Ref, RegistryError, Tensor
 from trama.catalog import CATALOG_CATEGORIES, promote_types, result_type
-from trama.dtypes import numpy_dtype
+from trama.format import numpy_dtype
 from trama_numpy._registry import implementations
 
 FACTORIES = implementations()

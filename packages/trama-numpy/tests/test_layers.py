@@ -23,7 +23,7 @@ from torch import nn
 
 import trama
 from trama import INPUT, Model, Node, Parameter, Ref, RegistryError, Tensor
-from trama.kernels import Kernel
+from trama.extension import Kernel
 from trama_numpy import layers
 
 RTOL = ATOL = 1e-5

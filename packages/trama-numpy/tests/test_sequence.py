@@ -21,7 +21,7 @@ import torch
 
 import trama
 from trama.catalog import standard_registry
-from trama.kernels import Kernel, StatefulKernel
+from trama.extension import Kernel, StatefulKernel
 from trama_numpy._registry import implementations
 
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}

@@ -265,7 +265,7 @@ def _mix_pack() -> object:
     from typing import Any
 
     from trama import OpSpec
-    from trama.hookspecs import hookimpl
+    from trama.extension import hookimpl
 
     @hookimpl
     def trama_op_specs() -> Sequence[OpSpec]:
@@ -290,7 +290,7 @@ def _mix_pack() -> object:
 def test_a_packs_module_gets_its_ports_in_its_specs_order(ports: list[str], expected: object) -> None:
     import importlib_metadata
 
-    from trama.plugins import ENTRY_POINT_GROUP, PluginHost, reset_plugins
+    from trama.extension import ENTRY_POINT_GROUP, PluginHost, reset_plugins
 
     installed = list(importlib_metadata.entry_points(group=ENTRY_POINT_GROUP))
     reset_plugins(PluginHost([*installed, _mix_pack()]))
@@ -336,8 +336,7 @@ def test_a_packs_factory_ties_an_entry_shared_with_another_node_through_the_publ
 
     import trama_torch
     from trama import OpSpec, ParameterSchema
-    from trama.hookspecs import hookimpl
-    from trama.plugins import ENTRY_POINT_GROUP, PluginHost, reset_plugins
+    from trama.extension import ENTRY_POINT_GROUP, PluginHost, hookimpl, reset_plugins
 
     class Gain(nn.Module):
         def __init__(self, weight: nn.Parameter) -> None:

@@ -18,7 +18,7 @@ def test_the_real_table_implements_exactly_the_catalog() -> None:
 def test_listing_plugins_runtimes_and_the_torch_table_does_not_import_torch() -> None:
     probe = (
         "import json, sys, trama\n"
-        "from trama.plugins import plugin_host\n"
+        "from trama.extension._plugins import plugin_host\n"
         "plugin_host().plugins()\n"
         "names = trama.registry('torch').names()\n"
         "print(json.dumps({'ops': len(names), 'torch': 'torch' in sys.modules}))\n"

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trama import NodeFragment, OpSpec, Param, ParameterSchema
-from trama.hookspecs import hookimpl
+from trama.extension import hookimpl
 
 if TYPE_CHECKING:  # for annotations only: importing them for real is the factories' job
     from trama import ExportContext, Node, Parameter

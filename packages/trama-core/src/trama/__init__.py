@@ -9,6 +9,16 @@ The quick start::
     instance = trama.import_model(model, registry=registry)
 """
 
+from trama.conversion import (
+    Children,
+    ExportableOp,
+    ExportContext,
+    ImportableOp,
+    NodeFragment,
+    Param,
+    export_model,
+    import_model,
+)
 from trama.errors import (
     ExecutionError,
     ExportError,
@@ -23,17 +33,29 @@ from trama.errors import (
     ValidationError,
     WeightsFileError,
 )
-from trama.export import ExportContext, export_model
-from trama.importer import Children, import_model
-from trama.model import INPUT, Model, Node, Parameter, ParameterValue, Ref, ValueFact
-from trama.opregistry import OpRegistry, OpSpec, ParameterSchema
-from trama.plugins import registry
-from trama.protocols import ExportableOp, ImportableOp, NodeFragment, Param
-from trama.runtime import FrozenState, Runnable, Runtime, State, runtime_for_name, runtimes
-from trama.schema import json_schema
-from trama.serialization import dump, dumps, load, loads, weights_path
-from trama.tensor import Tensor
-from trama.validation import collect_errors, validate
+from trama.execution import FrozenState, Runnable, Runtime, State, runtime_for_name, runtimes
+from trama.extension import registry
+from trama.format import (
+    INPUT,
+    Model,
+    Node,
+    OpRegistry,
+    OpSpec,
+    Parameter,
+    ParameterSchema,
+    ParameterValue,
+    Ref,
+    Tensor,
+    ValueFact,
+    collect_errors,
+    dump,
+    dumps,
+    json_schema,
+    load,
+    loads,
+    validate,
+    weights_path,
+)
 from trama.version import FORMAT_VERSION, __version__
 
 __all__ = [

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from trama import Parameter, Tensor
-from trama.factorytable import Factory, FactoryTable, setting
+from trama.extension import Factory, FactoryTable, setting
 
 __all__ = ["Factory", "implementations", "implements", "setting", "tensor_slots"]
 

@@ -52,10 +52,8 @@ from trama import (
     Tensor,
     TramaError,
 )
-from trama.export import ExportContext
-from trama.importer import build_node
-from trama.model import INPUT, children_by_parent
-from trama.opregistry import OpRegistry
+from trama.conversion import ExportContext, build_node
+from trama.format import INPUT, OpRegistry, children_by_parent
 from trama_jax._registry import implements
 from trama_jax.kernel import JaxKernel
 
@@ -238,7 +236,7 @@ class JaxModule(ABC):
         values = self.params if params is None else self._checked(params)
         if self.document is not None:
             return _with_values(self.document, values)
-        from trama.export import export_model
+        from trama.conversion import export_model
 
         root = self.node.id if "." not in self.node.id else self.node.name  # a top-level id
         exported = _Export(values, self.buffers).wrap(self)
@@ -405,7 +403,7 @@ def build(model: Model, registry: OpRegistry | None = None) -> JaxProgram:
     its wiring (no factory is needed for it), calling nodes get their own wiring, and the
     program keeps the document for :meth:`JaxModule.to_model`."""
     if registry is None:
-        from trama.plugins import registry as discovered
+        from trama.extension import registry as discovered
 
         registry = discovered("jax")
     children_of = children_by_parent(model.nodes)

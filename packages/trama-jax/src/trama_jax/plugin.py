@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trama.hookspecs import hookimpl
+from trama.extension import hookimpl
 
 FRAMEWORK = "jax"
 
@@ -26,7 +26,7 @@ def trama_op_implementations(framework: str) -> Mapping[str, Any] | None:
     if framework != FRAMEWORK:
         return None
     from trama.catalog import standard_specs
-    from trama.deferred import deferred_factories
+    from trama.extension import deferred_factories
 
     # Every catalog op, each loading the real table (and JAX) when its first node is built:
     # asking for the table must not import JAX. A test checks the real table has them all.

@@ -28,11 +28,9 @@ from typing import Any, TypeVar
 import jax
 import numpy as np
 
-from trama.costs import static_costs
-from trama.dtypes import numpy_dtype
 from trama.errors import ExecutionError
-from trama.model import Model
-from trama.runtime import Runnable, State, order_inputs
+from trama.execution import Runnable, State, order_inputs, static_costs
+from trama.format import Model, numpy_dtype
 from trama_jax.model import Evaluation, JaxComposite, JaxLeaf, JaxModule, JaxProgram, walk
 from trama_jax.runtime import device_name
 

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from trama.errors import ExecutionError, RuntimeNotFoundError
-from trama.model import Model
-from trama.runtime import Runtime
+from trama.execution import Runtime
+from trama.format import Model
 
 if TYPE_CHECKING:
     import jax
@@ -109,8 +109,8 @@ class JaxRuntime(Runtime):
     def prepare(self, model: Model, placement: Mapping[str, str] | None = None) -> JaxRunnable:
         """Check the document, build its modules, put their tensors on their devices, and compile
         it right away if its input facts say every shape and dtype."""
-        from trama.plugins import registry as discovered
-        from trama.validation import validate
+        from trama.extension import registry as discovered
+        from trama.format import validate
         from trama_jax.model import build
         from trama_jax.runnable import JaxRunnable
 

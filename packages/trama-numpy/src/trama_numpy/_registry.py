@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from trama import Parameter
-from trama.factorytable import Factory, FactoryTable, setting
+from trama.extension import Factory, FactoryTable, setting
 
 __all__ = ["Factory", "implementations", "implements", "optional_array", "required_array", "setting"]
 

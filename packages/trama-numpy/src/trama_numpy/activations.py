@@ -30,8 +30,8 @@ import numpy.typing as npt
 
 from trama import Node, Parameter
 from trama.catalog import check_settings
-from trama.dtypes import numpy_dtype
-from trama.kernels import Kernel
+from trama.extension import Kernel
+from trama.format import numpy_dtype
 from trama_numpy._registry import implements
 
 __all__ = [

@@ -37,8 +37,8 @@ import numpy.typing as npt
 
 from trama import Node, Parameter
 from trama.catalog import check_settings, result_type, torch_index
-from trama.dtypes import numpy_dtype
-from trama.kernels import Kernel
+from trama.extension import Kernel
+from trama.format import numpy_dtype
 from trama_numpy._registry import implements, optional_array, required_array
 
 __all__ = [

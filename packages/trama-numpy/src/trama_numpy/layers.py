@@ -33,7 +33,7 @@ from trama.catalog import (
     check_settings,
     flattened_shape,
 )
-from trama.kernels import Kernel
+from trama.extension import Kernel
 from trama_numpy._registry import implements, optional_array, required_array
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trama.hookspecs import hookimpl
+from trama.extension import hookimpl
 
 FRAMEWORK = "numpy"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from trama.runtime import GraphRuntime
+from trama.execution import GraphRuntime
 
 __all__ = ["NumpyRuntime"]
 

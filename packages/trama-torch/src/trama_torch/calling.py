@@ -31,10 +31,9 @@ from typing import Any, Literal, TypeAlias
 
 from torch import nn
 
+from trama.conversion import ExportContext, NodeFragment
 from trama.errors import ExportError
-from trama.export import ExportContext
-from trama.model import Ref
-from trama.protocols import NodeFragment
+from trama.format import Ref
 from trama_torch import leaves
 from trama_torch.tracing import (
     EXPORT_HINT,

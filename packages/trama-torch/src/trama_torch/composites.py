@@ -25,7 +25,7 @@ from typing import Any
 from torch import nn
 
 from trama.errors import ImportModelError
-from trama.model import Node, Parameter
+from trama.format import Node, Parameter
 from trama_torch.wiring import ScopeModule, as_module, scope_module
 
 __all__ = ["child_module_names", "child_nodes", "composite_factories"]

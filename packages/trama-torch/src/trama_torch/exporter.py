@@ -25,10 +25,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from trama.conversion import ExportContext, NodeFragment
 from trama.errors import ExportError
-from trama.export import ExportContext
-from trama.model import INPUT, Ref
-from trama.protocols import NodeFragment
+from trama.format import INPUT, Ref
 from trama_torch import leaves
 from trama_torch.calling import (
     CallSite,

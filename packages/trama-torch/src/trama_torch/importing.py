@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trama.model import Model, Node, children_by_parent
-from trama.plugins import registry as discovered
+from trama.extension import registry as discovered
+from trama.format import Model, Node, children_by_parent
 from trama_torch.composites import child_module_names
 from trama_torch.wiring import ScopeModule, call_node, scope_module
 
@@ -40,7 +40,7 @@ def import_document(model: Model) -> DocumentModule:
     """Import ``model`` with the torch registry and wrap it as a :class:`DocumentModule`.
 
     Validation and import errors are trama's own (:func:`trama.import_model` raises them)."""
-    from trama.importer import import_model
+    from trama.conversion import import_model
 
     built: Any = import_model(model, registry=discovered("torch"))
     scopes = children_by_parent(model.nodes)

@@ -45,7 +45,7 @@ from torch.overrides import TorchFunctionMode
 
 from trama import ExecutionError, ExportContext, ExportError, ImportModelError, Node, NodeFragment, Parameter, Tensor
 from trama.catalog import standard_specs
-from trama.opregistry import OpSpec
+from trama.format import OpSpec
 from trama_torch.binding import bind_arguments
 from trama_torch.leaf_table import LEAF_KINDS, LeafKind, Structure
 from trama_torch.tensors import export_tensor, tied_buffer, tied_parameter

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from trama.errors import ExecutionError
-from trama.model import Model
+from trama.format import Model
 from trama_torch.devices import move, resolve_device
 
 __all__ = ["place", "resolve_placement"]

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from trama.model import Model
+from trama.format import Model
 
 __all__ = ["FailureProbe", "TimingProbe", "attached"]
 

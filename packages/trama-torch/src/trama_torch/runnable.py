@@ -7,7 +7,7 @@ runnable
 * takes inputs in the forms callers have (numpy arrays, shared without a copy where torch allows
   it; tensors on any device), checks them against the model's input names and moves them to the
   device, and returns the outputs as tensors on the runtime's device;
-* streams: recurrent nodes carry their state from one :class:`trama.runtime.State` call to the
+* streams: recurrent nodes carry their state from one :class:`trama.execution._runtime.State` call to the
   next (:mod:`trama_torch.streaming`);
 * profiles (:mod:`trama_torch.probes`), and turns every failure into a
   :class:`trama.ExecutionError` naming the node that failed.
@@ -27,10 +27,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from trama.costs import static_costs
 from trama.errors import ExecutionError, TramaError
-from trama.model import Model
-from trama.runtime import Runnable, State, order_inputs
+from trama.execution import Runnable, State, order_inputs, static_costs
+from trama.format import Model
 from trama_torch.devices import move
 from trama_torch.streaming import RecurrentStreaming
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from trama.model import Model
-from trama.runtime import Runtime
+from trama.execution import Runtime
+from trama.format import Model
 from trama_torch.devices import device_available, resolve_device
 
 if TYPE_CHECKING:

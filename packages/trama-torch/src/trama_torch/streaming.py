@@ -1,5 +1,5 @@
 """Streaming through torch's recurrent modules: ``GRU`` and ``LSTM`` nodes carry their hidden
-state from one :meth:`trama.runtime.State.run` to the next.
+state from one :meth:`trama.execution._runtime.State.run` to the next.
 
 An imported document calls ``nn.GRU`` / ``nn.LSTM`` like torch code does: with an ``hx`` when
 the node's ``h0`` (``c0``) port is connected, without one (zeros) otherwise. Streaming needs
@@ -15,7 +15,7 @@ of hooks is put on each recurrent module:
 The active state is per thread, so one runnable can stream several states from several threads;
 with no state active (a plain ``run``) the hooks change nothing and every call starts fresh.
 Stored states are copies: an output the caller modifies in place cannot change a state, and
-state entries are replaced, never modified, so a :class:`trama.runtime.FrozenState` may share
+state entries are replaced, never modified, so a :class:`trama.execution._runtime.FrozenState` may share
 them.
 
 A bidirectional layer cannot continue from a carried state (its reverse direction starts at the
@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from trama.errors import ExecutionError, ImportModelError
-from trama.model import Model
+from trama.format import Model
 
 __all__ = ["RECURRENT_OPS", "RecurrentStreaming"]
 

@@ -28,10 +28,9 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from trama.conversion import ExportContext, NodeFragment
 from trama.errors import ExportError, TramaError
-from trama.export import ExportContext
-from trama.model import INPUT, Ref
-from trama.protocols import NodeFragment
+from trama.format import INPUT, Ref
 from trama_torch import functions
 from trama_torch.calling import (
     CallSite,

@@ -38,7 +38,7 @@ import torch.fx as fx
 from torch import nn
 
 from trama.catalog import op_namespace
-from trama.model import INPUT, Node, Ref
+from trama.format import INPUT, Node, Ref
 from trama_torch import leaves
 
 __all__ = ["ScopeModule", "as_module", "call_arguments", "call_node", "result_paths", "scope_module"]
@@ -77,7 +77,7 @@ def _spec_order_arguments(node: Node, values: Mapping[str, Any]) -> tuple[tuple[
     then its optional inputs), whatever order the document lists them in: positionally up to the
     first port left unconnected, by name after it (so an optional port left out never shifts the
     others), and ports beyond the spec (a variadic op) positionally after the declared ones."""
-    from trama.plugins import registry
+    from trama.extension import registry
 
     spec = registry(None).get(node.op)
     declared = [*spec.inputs, *spec.optional_inputs] if spec is not None else []

@@ -14,7 +14,7 @@ The specs' semantics that can be checked without running anything are checked he
 every framework: :func:`check_settings` reads a catalog node's settings with the catalog's
 defaults, refuses what the catalog does not allow (a stride of 0, ``groups`` that does not divide
 the channels, a weight of the wrong shape) and returns them as :class:`Settings`, which kernels
-read instead of checking again. ``trama.importer.build_node`` runs it before any framework's
+read instead of checking again. ``trama.conversion._importer.build_node`` runs it before any framework's
 factory, so one bad document gets one error in every framework. The framework-neutral rules the
 kernels share live here as well: torch's type promotion (:func:`result_type`), torch's indexing
 (:func:`torch_index`), the stacking of recurrent layers (:func:`stacked_layers`) and the
@@ -45,7 +45,7 @@ from trama.catalog._promotion import promote_types, result_type
 from trama.catalog._reader import Settings
 from trama.catalog._recurrence import stacked_layers
 from trama.catalog.sequence import RNN_MAX_LAYERS
-from trama.opregistry import OpRegistry, OpSpec
+from trama.format._specs import CATALOG_NAMESPACE, OpRegistry, OpSpec, op_namespace
 
 __all__ = [
     "CATALOG_CATEGORIES",
@@ -74,15 +74,6 @@ __all__ = [
     "standard_specs",
     "torch_index",
 ]
-
-#: The namespace of the catalog's ops: documents record ``"opsets": {"trama": CATALOG_OPSET}``.
-#: Its ops are written without the prefix (``Linear``, not ``trama.Linear``).
-CATALOG_NAMESPACE = "trama"
-
-
-def op_namespace(op: str) -> str:
-    """The namespace an op name belongs to: the part before its last dot, the catalog's if none."""
-    return op.rpartition(".")[0] or CATALOG_NAMESPACE
 
 
 #: The catalog's version. Bump it when an op, a slot or a port is added; meanings never change

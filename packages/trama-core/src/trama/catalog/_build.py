@@ -17,7 +17,7 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
-from trama.opregistry import OpSpec, ParameterSchema
+from trama.format._specs import OpSpec, ParameterSchema
 
 __all__ = [
     "REQUIRED",

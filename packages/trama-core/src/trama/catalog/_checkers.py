@@ -1,6 +1,6 @@
 """Every catalog op's settings check, and the one place frameworks call it.
 
-:func:`trama.importer.build_node` builds every node, for ``import_model``, for the graph runtimes
+:func:`trama.conversion._importer.build_node` builds every node, for ``import_model``, for the graph runtimes
 and for trama-jax: it runs the check of a catalog node (:func:`checking`) before the framework's
 factory is called, so a bad document fails with the same :class:`~trama.RegistryError`, class
 and message, in every framework, torch included, before any kernel exists. A factory that needs
@@ -19,8 +19,8 @@ from contextvars import ContextVar
 from trama.catalog import _function_checks, _layer_checks, _sequence_checks
 from trama.catalog._reader import Checker, Settings
 from trama.errors import RegistryError
-from trama.model import Node, Parameter
-from trama.opregistry import OpSpec
+from trama.format._model import Node, Parameter
+from trama.format._specs import OpSpec
 
 __all__ = ["CHECKERS", "check_settings", "checker_for", "checking"]
 

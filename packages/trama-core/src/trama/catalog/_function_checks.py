@@ -30,7 +30,7 @@ from trama.catalog._reader import (
     Rule,
     is_int,
 )
-from trama.tensor import Tensor
+from trama.format._tensor import Tensor
 
 __all__ = ["ACTIVATION_CHECKERS", "CHECKERS", "IndexItem"]
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
-from trama.dtypes import numpy_dtype
+from trama.format._dtypes import numpy_dtype
 
 __all__ = ["Operand", "is_floating", "promote_types", "result_type"]
 

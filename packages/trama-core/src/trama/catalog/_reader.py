@@ -23,9 +23,9 @@ import numpy as np
 
 from trama.catalog._build import REQUIRED
 from trama.errors import RegistryError
-from trama.factorytable import setting
-from trama.model import Node, Parameter
-from trama.tensor import Tensor
+from trama.extension._factorytable import setting
+from trama.format._model import Node, Parameter
+from trama.format._tensor import Tensor
 
 __all__ = [
     "REQUIRED",

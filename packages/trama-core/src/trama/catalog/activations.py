@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trama.catalog._build import hyper, op
-from trama.opregistry import OpSpec, ParameterSchema
+from trama.format._specs import OpSpec, ParameterSchema
 
 __all__ = ["SPECS"]
 

@@ -9,7 +9,7 @@ of catalog ops, and nothing about the user's class needs to be known elsewhere.
 from __future__ import annotations
 
 from trama.catalog._build import op
-from trama.opregistry import OpSpec
+from trama.format._specs import OpSpec
 
 __all__ = ["SPECS"]
 

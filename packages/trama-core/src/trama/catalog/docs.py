@@ -22,7 +22,7 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from trama.catalog import CATALOG_CATEGORIES, CATALOG_NAMESPACE, CATALOG_OPSET, RNN_MAX_LAYERS, standard_specs
-from trama.opregistry import OpSpec, ParameterSchema
+from trama.format._specs import OpSpec, ParameterSchema
 
 __all__ = ["DEFAULT_OUTPUT", "main", "render_ops_markdown"]
 
@@ -273,7 +273,7 @@ def _cell(text: str) -> str:
 def _installed_coverage() -> dict[str, frozenset[str]]:
     """What the installed framework packages implement; ``{}`` where the plugin system is missing."""
     try:
-        from trama.plugins import implementation_coverage
+        from trama.extension._plugins import implementation_coverage
     except ImportError:
         return {}
     return implementation_coverage()

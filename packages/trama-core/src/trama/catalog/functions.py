@@ -8,7 +8,7 @@ operand and ``dim`` rules, so those are written once and spliced into each doc.
 from __future__ import annotations
 
 from trama.catalog._build import hyper, op, operand
-from trama.opregistry import OpSpec, ParameterSchema
+from trama.format._specs import OpSpec, ParameterSchema
 
 __all__ = ["SPECS"]
 

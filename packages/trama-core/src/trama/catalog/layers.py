@@ -9,7 +9,7 @@ dimensions, the input layouts); the specs are the calls.
 from __future__ import annotations
 
 from trama.catalog._build import buffer, hyper, op, prose, weight
-from trama.opregistry import OpSpec, ParameterSchema
+from trama.format._specs import OpSpec, ParameterSchema
 
 __all__ = ["SPECS"]
 

@@ -1,13 +1,13 @@
 """The standard catalog as a plugin: the core contributes its specifications through the same
-hooks as every other package (see :mod:`trama.hookspecs`)."""
+hooks as every other package (see :mod:`trama.extension.hookspecs`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from trama.catalog import CATALOG_NAMESPACE, CATALOG_OPSET, standard_specs
-from trama.hookspecs import hookimpl
-from trama.opregistry import OpSpec
+from trama.extension.hookspecs import hookimpl
+from trama.format._specs import OpSpec
 
 
 @hookimpl

@@ -12,7 +12,7 @@ its doc for why).
 from __future__ import annotations
 
 from trama.catalog._build import hyper, op, weight
-from trama.opregistry import OpSpec, ParameterSchema
+from trama.format._specs import OpSpec, ParameterSchema
 
 __all__ = ["RNN_MAX_LAYERS", "SPECS"]
 

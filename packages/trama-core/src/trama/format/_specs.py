@@ -1,0 +1,189 @@
+"""Op specifications and the registry that holds them (discovered ones: :func:`trama.registry`).
+
+Ops are opaque to the format: a node says ``"op": "Linear"`` and nothing more. What ``Linear``
+takes and gives, and how to build a runtime object for it, lives in an :class:`OpSpec` held by
+an :class:`OpRegistry`. The same registry checks a document against the specs
+(:func:`trama.validate`) and drives :func:`trama.import_model`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from trama.errors import RegistryError
+from trama.format._tensor import Tensor
+
+__all__ = [
+    "CATALOG_NAMESPACE",
+    "PARAMETER_TYPES",
+    "Exporter",
+    "OpRegistry",
+    "OpSpec",
+    "ParameterSchema",
+    "op_namespace",
+    "value_type",
+]
+
+#: The value types a parameter slot may declare.
+PARAMETER_TYPES = frozenset({"tensor", "int", "float", "bool", "string", "list", "null", "any"})
+
+#: Turns a framework object into a node fragment, or returns ``None`` if it does not handle it.
+#: Called as ``exporter(obj, ctx)``; see :class:`trama.ExportContext`.
+Exporter = Callable[[Any, Any], Any]
+
+
+def value_type(value: Any) -> str:
+    """The parameter type name of a value (``bool`` is not an ``int`` here)."""
+    if isinstance(value, Tensor):
+        return "tensor"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return type(value).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterSchema:
+    """One parameter slot of an op: its name, accepted value types and whether it may be absent.
+
+    ``types`` lists accepted :data:`PARAMETER_TYPES`; an ``int`` is accepted where ``float`` is.
+    ``learnable`` is ``None`` when either is fine, else what the entry's flag must be.
+    """
+
+    name: str
+    types: tuple[str, ...] = ("any",)
+    optional: bool = False
+    learnable: bool | None = None
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        types: Any = self.types
+        if isinstance(types, str):  # a lone string is forgiven: ("tensor",) was meant
+            object.__setattr__(self, "types", (types,))
+        unknown = set(self.types) - PARAMETER_TYPES
+        if unknown:
+            raise ValueError(f"slot {self.name!r}: unknown parameter types {sorted(unknown)}")
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` has one of the declared types."""
+        if "any" in self.types:
+            return True
+        kind = value_type(value)
+        return kind in self.types or (kind == "int" and "float" in self.types)
+
+
+@dataclass(frozen=True, slots=True)
+class OpSpec:
+    """What an op takes and gives: its signature, and optionally how to build it.
+
+    ``factory`` builds a runtime object from a node during import: either a class with a
+    ``from_node`` classmethod (the :class:`trama.ImportableOp` protocol) or a plain callable
+    with the same keyword signature ``(node, *, children, parameters)``.
+    """
+
+    name: str
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    parameters: tuple[ParameterSchema, ...] = ()
+    composite: bool = False
+    factory: Any = field(default=None, compare=False)
+    #: Input ports that may be left unconnected.
+    optional_inputs: tuple[str, ...] = ()
+    #: Whether a node may declare input ports / outputs beyond the ones listed.
+    variadic_inputs: bool = False
+    variadic_outputs: bool = False
+    doc: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        for attr in ("inputs", "outputs", "parameters", "optional_inputs"):
+            object.__setattr__(self, attr, tuple(getattr(self, attr)))
+        slots = [p.name for p in self.parameters]
+        if len(set(slots)) != len(slots):
+            raise ValueError(f"op {self.name!r} declares a parameter slot twice")
+
+    def slot(self, name: str) -> ParameterSchema | None:
+        for schema in self.parameters:
+            if schema.name == name:
+                return schema
+        return None
+
+
+class OpRegistry:
+    """A set of :class:`OpSpec` by name, plus exporters that turn framework objects into nodes."""
+
+    def __init__(self, specs: Iterable[OpSpec] = (), *, framework: str | None = None) -> None:
+        #: The framework whose implementations the factories are (``None`` for a neutral or
+        #: hand-made registry); used to say what is missing when an op has no factory.
+        self.framework = framework
+        self._specs: dict[str, OpSpec] = {}
+        self._exporters: list[Exporter] = []
+        for spec in specs:
+            self.register(spec)
+
+    def register(self, spec: OpSpec) -> None:
+        """Add a spec; registering a different spec under a taken name is an error."""
+        existing = self._specs.get(spec.name)
+        if existing is not None and existing != spec:
+            raise RegistryError(f"op {spec.name!r} is already registered with another specification")
+        self._specs[spec.name] = spec
+
+    def add_exporter(self, exporter: Exporter) -> None:
+        """Add an exporter, tried in the order added for objects without ``to_node``."""
+        self._exporters.append(exporter)
+
+    @property
+    def exporters(self) -> tuple[Exporter, ...]:
+        return tuple(self._exporters)
+
+    def get(self, name: str) -> OpSpec | None:
+        """The spec for ``name``, or ``None``."""
+        return self._specs.get(name)
+
+    def __getitem__(self, name: str) -> OpSpec:
+        spec = self._specs.get(name)
+        if spec is None:
+            raise RegistryError(self.unknown_op_message(name))
+        return spec
+
+    def unknown_op_message(self, name: str) -> str:
+        close = difflib.get_close_matches(name, self._specs, n=3)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        return f"unknown op {name!r} ({len(self._specs)} ops registered){hint}"
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[OpSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def names(self) -> list[str]:
+        """Registered op names, sorted."""
+        return sorted(self._specs)
+
+    def __repr__(self) -> str:
+        framework = f", framework {self.framework!r}" if self.framework else ""
+        return f"OpRegistry({len(self._specs)} ops, {len(self._exporters)} exporters{framework})"
+
+
+#: The namespace of the standard catalog's ops, which are written without a prefix (``Linear``).
+CATALOG_NAMESPACE = "trama"
+
+
+def op_namespace(op: str) -> str:
+    """The namespace an op name belongs to: the part before its last dot, the catalog's if none."""
+    return op.rpartition(".")[0] or CATALOG_NAMESPACE

@@ -1,0 +1,359 @@
+"""The rules a document must follow beyond its JSON shape, and checks against a registry.
+
+Structural rules (ids, scopes, references, bindings, the parameter table) need nothing but the
+document. Registry rules (known ops, ports, slots and their value types) need the specs.
+Both checks collect every problem in one linear pass over the nodes, so validating a 200,000-node
+file costs about twice a 100,000-node one, and a command-line run can report all errors at once.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from trama.errors import RegistryError, TramaError, ValidationError, pointer_token
+from trama.format._calls import call_cycle
+from trama.format._model import INPUT, Model, Node, Ref, parent_of
+from trama.format._specs import OpRegistry, value_type
+from trama.format._tensor import Tensor
+
+__all__ = ["DOTTED_ID", "NAME", "collect_errors", "registry_errors", "structural_errors", "validate"]
+
+#: A node id or parameter name: dot-separated segments of ``[A-Za-z0-9_]``.
+DOTTED_ID = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*\Z")
+#: A port, output or model input name: one segment.
+NAME = re.compile(r"[A-Za-z0-9_]+\Z")
+
+
+def validate(model: Model, registry: OpRegistry | None = None, *, allow_unknown_ops: bool = False) -> None:
+    """Raise the first problem found (every problem is in its ``all_errors``); else return."""
+    errors = collect_errors(model, registry, allow_unknown_ops=allow_unknown_ops)
+    if errors:
+        first = errors[0]
+        first.all_errors = errors
+        raise first
+
+
+def collect_errors(
+    model: Model, registry: OpRegistry | None = None, *, allow_unknown_ops: bool = False
+) -> list[TramaError]:
+    """Every structural problem, then (if the structure holds and a registry is given) every
+    registry problem. ``allow_unknown_ops`` checks only the nodes whose op the registry knows
+    (the format itself allows any op name)."""
+    errors = structural_errors(model)
+    if not errors and registry is not None:
+        errors = registry_errors(model, registry, allow_unknown_ops=allow_unknown_ops)
+    return errors
+
+
+def structural_errors(model: Model) -> list[TramaError]:
+    """Check the rules of ``docs/format.md`` ("Structural rules") and return every violation.
+
+    This runs on every load, so the common case is kept lean: locations are formatted only when
+    something fails, names already seen valid are not matched again, and each node's parent is
+    computed once.
+    """
+    errors: list[TramaError] = []
+
+    def fail(message: str, location: str, node_id: str | None = None) -> None:
+        errors.append(ValidationError(message, location=location, node_id=node_id))
+
+    model_inputs = set(model.inputs)
+    if len(model_inputs) != len(model.inputs):
+        fail("model inputs repeat a name", "/inputs")
+    for k, name in enumerate(model.inputs):
+        if not NAME.match(name):
+            fail(f"input name {name!r} is not an identifier ([A-Za-z0-9_]+)", f"/inputs/{k}")
+
+    nodes = model.nodes
+    ids = [node.id for node in nodes]
+    all_ids = set(ids)
+    if not _all_dotted(ids):
+        for i, node_id in enumerate(ids):
+            if not DOTTED_ID.match(node_id):
+                fail(f"node id {node_id!r} is not a dotted identifier", f"/nodes/{i}/id", node_id)
+    # id -> (node, its parent id); a node is declared once every earlier node has been seen.
+    declared: dict[str, tuple[Node, str | None]] = {}
+    good_names: set[str] = set()  # port, output and slot names already matched against NAME
+    calling: list[int] = []  # indexes of calling nodes, checked once every node is declared
+
+    def check_name(name: str, what: str, node_id: str, i: int, field: str) -> None:
+        """Match a name once per distinct name; the location ``/nodes/i/field`` is built on failure."""
+        if name not in good_names:
+            if NAME.match(name):
+                good_names.add(name)
+            else:
+                fail(f"{what} {name!r} is not an identifier ([A-Za-z0-9_]+)", f"/nodes/{i}/{field}", node_id)
+
+    def ref_problem(ref: Ref, scope: str | None, scope_inputs: object) -> str | None:
+        """What is wrong with one reference seen from ``scope``, or ``None`` (callers build the
+        location only when there is a problem: this runs for every wire of every load)."""
+        ref_node, output = ref
+        if ref_node == INPUT:
+            if output in scope_inputs:  # type: ignore[operator]
+                return None
+            whose = f"composite {scope!r}" if scope is not None else "the model"
+            return f"{output!r} is not an input of {whose}"
+        found = declared.get(ref_node)
+        if found is None:
+            if ref_node in all_ids:
+                return f"refers to {ref_node!r}, which comes later (wrong order or a cycle)"
+            return f"refers to unknown node {ref_node!r}"
+        if found[1] != scope:
+            return f"refers to {ref_node!r}, which is not in the same scope"
+        if output not in found[0].outputs:
+            return f"node {ref_node!r} has no output {output!r}"
+        return None
+
+    for i, node in enumerate(nodes):
+        node_id = node.id
+        if node_id in declared:
+            fail(f"node id {node_id!r} is used twice", f"/nodes/{i}/id", node_id)
+        parent = parent_of(node_id)
+        scope_inputs: object = model_inputs
+        if parent is not None:
+            found = declared.get(parent)
+            if found is None:
+                fail(f"parent {parent!r} does not exist or comes later", f"/nodes/{i}/parent", node_id)
+            elif found[0].output_bindings is None:
+                kind = "a calling node, which has no children" if found[0].calls is not None else "a leaf"
+                fail(f"parent {parent!r} is {kind} (it has no output_bindings)", f"/nodes/{i}/parent", node_id)
+            else:
+                scope_inputs = found[0].inputs
+        for port, ref in node.inputs.items():
+            check_name(port, "input port name", node_id, i, "inputs")
+            problem = ref_problem(ref, parent, scope_inputs)
+            if problem is not None:
+                fail(problem, f"/nodes/{i}/inputs/{pointer_token(port)}", node_id)
+        outputs = node.outputs
+        for k, output in enumerate(outputs):
+            if output not in good_names:  # skip formatting the location for names seen before
+                check_name(output, "output name", node_id, i, f"outputs/{k}")
+        if len(outputs) > 1 and len(set(outputs)) != len(outputs):
+            fail("outputs repeat a name", f"/nodes/{i}/outputs", node_id)
+        if node_id not in declared:
+            declared[node_id] = (node, parent)
+        if node.calls is not None:
+            calling.append(i)
+
+    for i, node in enumerate(nodes):
+        bindings = node.output_bindings
+        if bindings is None:
+            continue
+        here = f"/nodes/{i}/output_bindings"
+        if bindings.keys() != set(node.outputs):
+            missing = sorted(set(node.outputs) - bindings.keys())
+            extra = sorted(bindings.keys() - set(node.outputs))
+            detail = "; ".join(
+                part
+                for part in (f"missing {missing}" if missing else "", f"not declared {extra}" if extra else "")
+                if part
+            )
+            fail(f"bindings must cover exactly the declared outputs ({detail})", here, node.id)
+        for name, ref in bindings.items():
+            if ref.node == INPUT:
+                if ref.output not in node.inputs:
+                    fail(f"{ref.output!r} is not an input of this composite", f"{here}/{pointer_token(name)}", node.id)
+                continue
+            found = declared.get(ref.node)
+            if found is None:
+                fail(f"binds to unknown node {ref.node!r}", f"{here}/{pointer_token(name)}", node.id)
+            elif found[1] != node.id:
+                fail(
+                    f"binds to {ref.node!r}, which is not a child of this composite",
+                    f"{here}/{pointer_token(name)}",
+                    node.id,
+                )
+            elif ref.output not in found[0].outputs:
+                fail(f"node {ref.node!r} has no output {ref.output!r}", f"{here}/{pointer_token(name)}", node.id)
+
+    if calling:
+        errors += _call_errors(nodes, calling, {node_id: found[0] for node_id, found in declared.items()})
+
+    for k, ref in enumerate(model.outputs):
+        if ref.node == INPUT:
+            fail("a model output must be an output of a top-level node, not %input", f"/outputs/{k}")
+            continue
+        problem = ref_problem(ref, None, model_inputs)
+        if problem is not None:
+            fail(problem, f"/outputs/{k}")
+
+    table = model.parameters
+    referenced: set[str] = set()
+    for i, node in enumerate(nodes):
+        for slot, key in node.parameters.items():
+            check_name(slot, "slot name", node.id, i, "parameters")
+            if key not in table:
+                fail(
+                    f"slot {slot!r} refers to missing parameter {key!r}",
+                    f"/nodes/{i}/parameters/{pointer_token(slot)}",
+                    node.id,
+                )
+            referenced.add(key)
+    for name in table:
+        where = f"/parameters/{pointer_token(name)}"
+        if not DOTTED_ID.match(name):
+            fail(f"parameter name {name!r} is not a dotted identifier", where)
+        elif name in all_ids:
+            fail(f"parameter name {name!r} is also a node id", where)
+        if name not in referenced:
+            fail(f"parameter {name!r} is not referenced by any node", where)
+        problem = _value_problem(table[name].value)
+        if problem is not None:
+            fail(f"parameter {name!r} cannot be stored: {problem}", f"{where}/value")
+    return errors
+
+
+def _call_errors(nodes: list[Node], calling: list[int], by_id: dict[str, Node]) -> list[TramaError]:
+    """The rules of calling nodes (``docs/format.md``, "Calling nodes"): no contents of their
+    own, a target that exists and is no call, the target's op, outputs and connected ports, and
+    no call that, directly or through the calls inside its target, needs itself."""
+    errors: list[TramaError] = []
+    targets_ok = True
+    for i in calling:
+        node = nodes[i]
+        here = f"/nodes/{i}"
+
+        def fail(message: str, where: str, node: Node = node) -> None:
+            errors.append(ValidationError(message, location=where, node_id=node.id))
+
+        if node.parameters:
+            fail(
+                "a calling node has no parameters of its own: it uses those of the node it calls", f"{here}/parameters"
+            )
+        if node.output_bindings is not None:
+            fail(
+                "a calling node has no output_bindings: it is not a composite, even when it calls one",
+                f"{here}/output_bindings",
+            )
+        target = by_id.get(node.calls or "")
+        problem = f"calls unknown node {node.calls!r}" if target is None else _target_problem(node, target)
+        if target is None or problem is not None:
+            fail(problem or "", f"{here}/calls")
+            targets_ok = False
+            continue
+        if node.op != target.op:
+            fail(f"op {node.op!r} differs from {target.op!r}, the op of {target.id!r}, which it calls", f"{here}/op")
+        if node.outputs != target.outputs:
+            fail(
+                f"outputs {node.outputs} differ from {target.outputs}, those of {target.id!r}, which it calls "
+                "(the same names in the same order)",
+                f"{here}/outputs",
+            )
+        if node.inputs.keys() != target.inputs.keys():
+            fail(
+                f"connects ports {sorted(node.inputs)}, but {target.id!r}, which it calls, connects "
+                f"{sorted(target.inputs)}",
+                f"{here}/inputs",
+            )
+    if targets_ok:
+        cycle = call_cycle(nodes)
+        if cycle is not None:
+            where = next(i for i in calling if nodes[i] is cycle[0])
+            steps = ", then ".join(f"{call.id!r} calls {call.calls!r}" for call in cycle)
+            errors.append(
+                ValidationError(
+                    f"the calls form a cycle, so expanding them never ends: {steps}, "
+                    "and each target contains the next call",
+                    location=f"/nodes/{where}/calls",
+                    node_id=cycle[0].id,
+                )
+            )
+    return errors
+
+
+def _target_problem(node: Node, target: Node) -> str | None:
+    """Why ``node`` cannot call ``target`` wherever the two are, or ``None``."""
+    if target.id == node.id:
+        return "calls itself"
+    if target.calls is not None:
+        return f"calls {target.id!r}, which is itself a call (of {target.calls!r}): call that node directly"
+    if node.id.startswith(target.id + "."):
+        return f"calls {target.id!r}, one of its own ancestors: a call cannot recurse"
+    return None
+
+
+_ALL_DOTTED = re.compile(r"(?:[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*\n)*\Z")
+
+
+def _all_dotted(ids: list[str]) -> bool:
+    """Whether every id is a dotted identifier, in one regex pass over all of them.
+
+    The newline count guards against an id that itself contains a newline, which would
+    otherwise read as two valid ids.
+    """
+    joined = "\n".join(ids) + "\n" if ids else ""
+    return joined.count("\n") == len(ids) and _ALL_DOTTED.match(joined) is not None
+
+
+def _value_problem(value: object) -> str | None:
+    """Why a parameter value has no form in a document (``None`` when it has one)."""
+    if value is None or isinstance(value, (Tensor, bool, int, str)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{value} is not a JSON number (store it as a 0-d tensor)"
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, Tensor):
+                return "a list value may hold scalars and lists only, not tensors"
+            problem = _value_problem(item)
+            if problem is not None:
+                return problem
+        return None
+    return f"a value of type {type(value).__name__} is not a tensor, bool, int, float, string, null or list"
+
+
+def registry_errors(model: Model, registry: OpRegistry, *, allow_unknown_ops: bool = False) -> list[TramaError]:
+    """Check every node against its op's spec and return every mismatch."""
+    errors: list[TramaError] = []
+    table = model.parameters
+    for i, node in enumerate(model.nodes):
+        here = f"/nodes/{i}"
+
+        def fail(message: str, where: str = here, node: Node = node) -> None:
+            errors.append(RegistryError(message, location=where, node_id=node.id))
+
+        spec = registry.get(node.op)
+        if spec is None:
+            if not allow_unknown_ops:
+                fail(registry.unknown_op_message(node.op), f"{here}/op")
+            continue
+        is_call = node.calls is not None  # its kind and slots are its target's, checked there
+        if not is_call and spec.composite != node.is_composite:
+            kind = "a composite" if spec.composite else "a leaf"
+            fail(f"op {node.op!r} is {kind}, but this node {'is not' if spec.composite else 'is'}")
+        ports = set(node.inputs)
+        known_ports = set(spec.inputs) | set(spec.optional_inputs)
+        missing = [p for p in spec.inputs if p not in ports]
+        if missing:
+            fail(f"op {node.op!r} needs input(s) {missing}", f"{here}/inputs")
+        if not spec.variadic_inputs:
+            unknown = sorted(ports - known_ports)
+            if unknown:
+                fail(f"op {node.op!r} has no input(s) {unknown}", f"{here}/inputs")
+        if not spec.variadic_outputs and set(node.outputs) != set(spec.outputs):
+            fail(f"op {node.op!r} declares outputs {list(spec.outputs)}, node has {node.outputs}", f"{here}/outputs")
+        for schema in () if is_call else spec.parameters:
+            key = node.parameters.get(schema.name)
+            if key is None:
+                if not schema.optional:
+                    fail(f"op {node.op!r} needs parameter {schema.name!r}", f"{here}/parameters")
+                continue
+            entry = table[key]
+            if not schema.accepts(entry.value):
+                fail(
+                    f"parameter {schema.name!r} of op {node.op!r} must be {' or '.join(schema.types)}, "
+                    f"got {value_type(entry.value)} (entry {key!r})",
+                    f"{here}/parameters/{schema.name}",
+                )
+            if schema.learnable is not None and entry.learnable != schema.learnable:
+                fail(
+                    f"parameter {schema.name!r} of op {node.op!r} must have learnable="
+                    f"{str(schema.learnable).lower()} (entry {key!r})",
+                    f"{here}/parameters/{schema.name}",
+                )
+        declared_slots = {schema.name for schema in spec.parameters}
+        for slot in node.parameters:
+            if slot not in declared_slots:
+                fail(f"op {node.op!r} has no parameter slot {slot!r}", f"{here}/parameters/{pointer_token(slot)}")
+    return errors
