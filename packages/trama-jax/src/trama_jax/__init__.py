@@ -16,8 +16,9 @@ import JAX.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trama.extension import lazy_exports
 
 if TYPE_CHECKING:
     from trama_jax.kernel import JaxKernel
@@ -51,8 +52,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'trama_jax' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"trama_jax.{home}"), name)
+__getattr__ = lazy_exports(__name__, _HOMES)

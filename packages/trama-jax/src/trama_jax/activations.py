@@ -33,19 +33,8 @@ from trama_jax._slots import Site
 from trama_jax.functions import wrap_dim
 from trama_jax.kernel import JaxKernel
 
-__all__ = [
-    "elu",
-    "gelu",
-    "hardswish",
-    "leaky_relu",
-    "log_softmax",
-    "relu",
-    "sigmoid",
-    "silu",
-    "softmax",
-    "softplus",
-    "tanh",
-]
+#: Nothing by name: each factory is reached through the registry (``@implements``).
+__all__: list[str] = []
 
 _Formula = Callable[[jax.Array], jax.Array]
 

@@ -38,25 +38,8 @@ from trama_jax._registry import implements
 from trama_jax._slots import Inputs, Outputs, Parameters, Site, Tensors, held
 from trama_jax.kernel import JaxKernel
 
-__all__ = [
-    "adaptive_avg_pool2d",
-    "avg_pool2d",
-    "batch_norm1d",
-    "batch_norm2d",
-    "bilinear",
-    "conv1d",
-    "conv2d",
-    "conv_transpose2d",
-    "dropout",
-    "embedding",
-    "flatten",
-    "group_norm",
-    "identity",
-    "layer_norm",
-    "linear",
-    "max_pool2d",
-    "rms_norm",
-]
+#: Nothing by name: each factory is reached through the registry (``@implements``).
+__all__: list[str] = []
 
 Pads = tuple[tuple[int, int], ...]
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from trama.errors import ExecutionError, RuntimeNotFoundError
-from trama.execution import Runtime
+from trama.execution import Runtime, resolve_placement
 from trama.format import Model
 
 if TYPE_CHECKING:
@@ -128,16 +128,7 @@ class JaxRuntime(Runtime):
 
 def _check_placement(model: Model, placement: Mapping[str, str] | None) -> dict[str, jax.Device]:
     """The placement's devices, each node checked to exist and each device to be here."""
-    ids = {node.id for node in model.nodes}
-    placed: dict[str, jax.Device] = {}
-    for node_id, name in (placement or {}).items():
-        if node_id not in ids:
-            raise ExecutionError(f"placement names node {node_id!r}, which the model does not have")
-        try:
-            placed[node_id] = resolve_device(name)
-        except ExecutionError as exc:
-            raise ExecutionError(f"cannot place {node_id!r}: {exc.message}", node_id=node_id) from None
-    return placed
+    return resolve_placement(model, placement, resolve_device)
 
 
 def runtimes() -> list[Runtime]:

@@ -6,26 +6,16 @@ registry is built, and the runtime module only when runtimes are listed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from trama.extension import hookimpl
+from trama.extension import hookimpl, implementation_hooks
 
 FRAMEWORK = "numpy"
 
 
-@hookimpl
-def trama_frameworks() -> Sequence[str]:
-    return [FRAMEWORK]
-
-
-@hookimpl
-def trama_op_implementations(framework: str) -> Mapping[str, Any] | None:
-    if framework != FRAMEWORK:
-        return None
-    from trama_numpy._registry import implementations
-
-    return implementations()
+#: numpy's table is cheap to load (numpy is imported by trama already): no deferral.
+trama_frameworks, trama_op_implementations = implementation_hooks(FRAMEWORK, "trama_numpy._registry:implementations")
 
 
 @hookimpl

@@ -18,8 +18,9 @@ not import torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trama.extension import lazy_exports
 
 if TYPE_CHECKING:
     from trama_torch.runtime import TorchRuntime
@@ -37,8 +38,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'trama_torch' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"trama_torch.{home}"), name)
+__getattr__ = lazy_exports(__name__, _HOMES)

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from trama.errors import ExecutionError
+from trama.execution import resolve_placement as check_placement
 from trama.format import Model
 from trama_torch.devices import move, resolve_device
 
@@ -43,16 +44,7 @@ __all__ = ["place", "resolve_placement"]
 def resolve_placement(model: Model, placement: Mapping[str, str]) -> dict[str, torch.device]:
     """Node id -> device for ``placement``, checked against ``model`` and this machine (before
     anything is built, so that a typo costs no import)."""
-    ids = {node.id for node in model.nodes}
-    devices: dict[str, torch.device] = {}
-    for node_id, name in placement.items():
-        if node_id not in ids:
-            raise ExecutionError(f"placement names node {node_id!r}, which the model does not have")
-        try:
-            devices[node_id] = resolve_device(name)
-        except ExecutionError as exc:
-            raise ExecutionError(f"cannot place {node_id!r} on {name!r}: {exc.message}", node_id=node_id) from None
-    return devices
+    return check_placement(model, placement, resolve_device)
 
 
 def place(

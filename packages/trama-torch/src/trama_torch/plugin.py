@@ -10,37 +10,20 @@ module when runtimes are listed.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from trama.extension import hookimpl
+from trama.catalog import standard_op_names
+from trama.extension import hookimpl, implementation_hooks
 
 FRAMEWORK = "torch"
 
 
-@hookimpl
-def trama_frameworks() -> Sequence[str]:
-    return [FRAMEWORK]
-
-
-@hookimpl
-def trama_op_implementations(framework: str) -> Mapping[str, Any] | None:
-    if framework != FRAMEWORK:
-        return None
-    from trama.catalog import standard_specs
-    from trama.extension import deferred_factories
-
-    # Every catalog op, each loading the real table (and torch) when its first node is built:
-    # asking for the table must not import torch. A test checks the real table has them all.
-    return deferred_factories(
-        (spec.name for spec in standard_specs()), _real_implementations, distribution="trama-torch"
-    )
-
-
-def _real_implementations() -> Mapping[str, Any]:
-    from trama_torch.factories import implementations
-
-    return implementations()
+# Every catalog op, each loading the real table (and torch) when its first node is built: asking
+# for the table must not import torch. A test checks the real table has them all.
+trama_frameworks, trama_op_implementations = implementation_hooks(
+    FRAMEWORK, "trama_torch.factories:implementations", names=standard_op_names, distribution="trama-torch"
+)
 
 
 def export_torch_module(obj: Any, ctx: Any) -> Any:

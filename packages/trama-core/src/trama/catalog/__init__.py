@@ -70,6 +70,7 @@ __all__ = [
     "promote_types",
     "result_type",
     "stacked_layers",
+    "standard_op_names",
     "standard_registry",
     "standard_specs",
     "torch_index",
@@ -139,6 +140,12 @@ _CATEGORY_OF = {spec.name: category.key for category in CATALOG_CATEGORIES for s
 def standard_specs() -> tuple[OpSpec, ...]:
     """Every spec of the catalog, category by category (cached: the specs are immutable)."""
     return tuple(spec for category in CATALOG_CATEGORIES for spec in category.specs)
+
+
+def standard_op_names() -> list[str]:
+    """The names of the catalog's ops, in catalog order: what a framework package that
+    implements the whole catalog defers (``implementation_hooks(..., names=standard_op_names)``)."""
+    return [spec.name for spec in standard_specs()]
 
 
 def standard_registry() -> OpRegistry:

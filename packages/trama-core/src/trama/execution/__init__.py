@@ -16,6 +16,7 @@ from trama.execution._runtime import (
     RuntimeInfo,
     State,
     order_inputs,
+    resolve_placement,
     runtime_for_name,
     runtimes,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "Step",
     "build_plan",
     "order_inputs",
+    "resolve_placement",
     "runtime_for_name",
     "runtimes",
     "static_costs",

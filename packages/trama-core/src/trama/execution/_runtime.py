@@ -17,10 +17,10 @@ import importlib.util
 import time
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from trama.errors import ExecutionError, RuntimeNotFoundError
 from trama.execution._costs import static_costs
@@ -37,9 +37,13 @@ __all__ = [
     "RuntimeInfo",
     "State",
     "order_inputs",
+    "resolve_placement",
     "runtime_for_name",
     "runtimes",
 ]
+
+#: A runtime's own kind of device (``torch.device``, ``jax.Device``, a name).
+DeviceT = TypeVar("DeviceT")
 
 #: The name of the runtime used when none is named (``trama run`` without ``--runtime``).
 DEFAULT = "default"
@@ -148,6 +152,25 @@ def runtime_for_name(name: str) -> Runtime:
     listing = ", ".join(available) or "none"
     extra = f"; registered but unavailable here: {', '.join(unavailable)}" if unavailable else ""
     raise RuntimeNotFoundError(f"runtime {name!r} {reason}; available: {listing}{extra}{_install_hint(name, known)}")
+
+
+def resolve_placement(
+    model: Model, placement: Mapping[str, str] | None, resolve: Callable[[str], DeviceT]
+) -> dict[str, DeviceT]:
+    """Node id -> device for ``placement`` (node id -> device name), every node checked to be in
+    ``model`` and every name turned into the runtime's device by ``resolve``, which raises
+    :class:`~trama.ExecutionError` for a device that does not exist here. Runtimes call this
+    before building anything, so a typo costs no import."""
+    ids = {node.id for node in model.nodes}
+    devices: dict[str, DeviceT] = {}
+    for node_id, name in (placement or {}).items():
+        if node_id not in ids:
+            raise ExecutionError(f"placement names node {node_id!r}, which the model does not have")
+        try:
+            devices[node_id] = resolve(name)
+        except ExecutionError as exc:
+            raise ExecutionError(f"cannot place {node_id!r} on {name!r}: {exc.message}", node_id=node_id) from None
+    return devices
 
 
 #: The package that provides the runtimes whose names start so (``"torch:cuda"`` -> trama-torch).
@@ -392,11 +415,10 @@ class GraphRuntime(Runtime):
 
     def check_placement(self, model: Model, placement: Mapping[str, str] | None) -> None:
         """Refuse placements this runtime cannot honour, naming the node and device."""
-        ids = {node.id for node in model.nodes}
-        for node_id, device in (placement or {}).items():
-            if node_id not in ids:
-                raise ExecutionError(f"placement names node {node_id!r}, which the model does not have")
+
+        def resolve(device: str) -> str:
             if device not in self.devices:
-                raise ExecutionError(
-                    f"{self.name()} cannot place {node_id!r} on {device!r}: it runs on {', '.join(self.devices)} only"
-                )
+                raise ExecutionError(f"it runs on {', '.join(self.devices)} only (runtime {self.name()})")
+            return device
+
+        resolve_placement(model, placement, resolve)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from trama.extension._deferred import DeferredFactory, deferred_factories
 from trama.extension._factorytable import Factory, FactoryTable, setting
+from trama.extension._framework import implementation_hooks, lazy_exports
 from trama.extension._kernels import Kernel, KernelProvider, StatefulKernel, as_kernel
 from trama.extension._plugins import (
     ENTRY_POINT_GROUP,
@@ -43,6 +44,8 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "implementation_coverage",
+    "implementation_hooks",
+    "lazy_exports",
     "plugin_host",
     "registry",
     "reset_plugins",
