@@ -1,7 +1,7 @@
 """trama-torch's leaf modules, both ways: every catalog op that is a ``torch.nn`` module is built
 with non-default arguments, exported with :func:`export_leaf`, written to JSON and read back, and
 imported with its factory. What comes back must be the same module: same class (or, for the few
-ops of :mod:`trama_torch.leaf_modules`, the subclass that import builds), same ``repr``
+ops of :mod:`trama_torch.leaves.modules`, the subclass that import builds), same ``repr``
 (constructor arguments), same ``state_dict`` (keys, values, dtypes), same parameter/buffer split
 and ``requires_grad`` flags, and bit-identical outputs in eval mode (``torch.equal``).
 """
@@ -25,7 +25,6 @@ import trama
 from trama import ExecutionError, ExportError, ImportModelError, Model, NodeFragment, Parameter, Tensor
 from trama.catalog import standard_specs
 from trama_torch.functions import function_factories
-from trama_torch.leaf_table import LEAF_KINDS
 from trama_torch.leaves import (
     bind_leaf_call,
     call_leaf,
@@ -35,6 +34,7 @@ from trama_torch.leaves import (
     leaf_op,
     leaf_result_structure,
 )
+from trama_torch.leaves.table import LEAF_KINDS
 from trama_torch.tensors import parameter_scope
 
 REGISTRY = torch_registry()
@@ -262,7 +262,7 @@ def assert_same_values(expected: Any, actual: Any) -> None:
             assert torch.equal(got, want)
 
 
-#: The subclass import builds in place of a torch class (see trama_torch.leaf_modules).
+#: The subclass import builds in place of a torch class (see trama_torch.leaves.modules).
 _BUILT: dict[type[nn.Module], type[nn.Module]] = {kind.cls: kind.build for kind in LEAF_KINDS if kind.build}
 
 

@@ -7,7 +7,7 @@ The plugin offers every module without ``to_node`` to :func:`export_module`, whi
   children ``0``, ``1``, … chained;
 * ``nn.TransformerEncoder`` of ``TransformerEncoderLayer``\\ s: the catalog's
   ``TransformerEncoder``, children ``layers_0``, … and ``norm``;
-* anything else: a ``Graph`` traced from its ``forward`` (:mod:`trama_torch.traced`), whose
+* anything else: a ``Graph`` traced from its ``forward`` (:mod:`trama_torch.fx.graph`), whose
   submodule calls come back here, one level down each time.
 
 Nothing the user wrote needs to change, and no registry has to be passed: the exporter is
@@ -16,7 +16,7 @@ the module's path and class and what to do about it.
 
 The export is of the model in eval mode, as the catalog defines ops: the outermost module is
 switched to ``eval()`` while it is exported and every module's ``training`` flag is restored
-afterwards (:func:`trama_torch.calling.export_state`), so exporting a model in the middle of
+afterwards (:func:`trama_torch.fx.submodule_calls.export_state`), so exporting a model in the middle of
 training neither fails nor disturbs the training.
 """
 
@@ -29,7 +29,8 @@ from trama.conversion import ExportContext, NodeFragment
 from trama.errors import ExportError
 from trama.format import INPUT, Ref
 from trama_torch import leaves
-from trama_torch.calling import (
+from trama_torch.fx.graph import export_traced
+from trama_torch.fx.submodule_calls import (
     CallSite,
     Wire,
     bind_module_call,
@@ -39,8 +40,7 @@ from trama_torch.calling import (
     module_kind,
     site_from_ports,
 )
-from trama_torch.traced import export_traced
-from trama_torch.tracing import described
+from trama_torch.fx.trace import described
 
 __all__ = ["export_module"]
 

@@ -1,5 +1,5 @@
 """The catalog's tensor functions (``relu``, ``add``, ``concat``, ``getitem``, ``constant``…) as torch
-modules, and, re-exported from :mod:`trama_torch.calls`, the mapping of traced torch calls to them.
+modules, and, re-exported from :mod:`trama_torch.fx.function_calls`, the mapping of traced torch calls to them.
 
 An imported graph is a tree of modules, so a function node becomes a :class:`FunctionModule`: a
 small ``nn.Module`` whose ``forward`` takes the values of the node's connected input ports, in the
@@ -30,8 +30,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from trama import ImportModelError, Node, Parameter, Tensor
-from trama_torch.calls import FunctionCall, export_function_call
-from trama_torch.leaf_modules import implicit_softmax_dim
+from trama_torch.fx.function_calls import FunctionCall, export_function_call
+from trama_torch.leaves.modules import implicit_softmax_dim
 from trama_torch.tensors import tied_buffer, tied_parameter
 
 __all__ = [

@@ -35,8 +35,8 @@ import torch.nn.functional as F
 
 from trama import ExportError, Tensor
 from trama_torch.binding import bind_arguments, signature
-from trama_torch.leaf_modules import implicit_softmax_dim
-from trama_torch.leaf_table import Structure
+from trama_torch.leaves.modules import implicit_softmax_dim
+from trama_torch.leaves.table import Structure
 from trama_torch.tensors import export_tensor
 
 __all__ = ["FunctionCall", "export_function_call"]

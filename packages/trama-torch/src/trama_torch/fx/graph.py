@@ -1,13 +1,13 @@
 """A module without an op of its own, exported as a ``Graph`` node from its traced ``forward``.
 
-The trace (:mod:`trama_torch.tracing`) gives one level of the module: placeholders, the calls of
+The trace (:mod:`trama_torch.fx.trace`) gives one level of the module: placeholders, the calls of
 its submodules, tensor functions, reads of its own parameters and buffers, and the returned
 value. Each becomes part of the node:
 
 * a placeholder is an input port, named as the caller wired it;
 * a submodule call is a child node named after the module (``root.encoder.fc1``), exported by
-  its own kind (:mod:`trama_torch.calling`); items of a ``ModuleList`` / ``ModuleDict`` sit in
-  a container node (:mod:`trama_torch.scopes`);
+  its own kind (:mod:`trama_torch.fx.submodule_calls`); items of a ``ModuleList`` / ``ModuleDict`` sit in
+  a container node (:mod:`trama_torch.fx.containers`);
 * a tensor function is a function-op child named after the fx node (``add``, ``getitem_1``),
   mapped by :func:`trama_torch.functions.export_function_call`;
 * indexing the tuple a submodule returned (``out, h = self.gru(x)``) is no node at all: it
@@ -32,7 +32,8 @@ from trama.conversion import ExportContext, NodeFragment
 from trama.errors import ExportError, TramaError
 from trama.format import INPUT, Ref
 from trama_torch import functions
-from trama_torch.calling import (
+from trama_torch.fx.containers import Scope, plan_scopes
+from trama_torch.fx.submodule_calls import (
     CallSite,
     Fixed,
     NameTree,
@@ -45,9 +46,7 @@ from trama_torch.calling import (
     names_to_wires,
     tree_leaves,
 )
-from trama_torch.scopes import Scope, plan_scopes
-from trama_torch.tensors import export_tensor
-from trama_torch.tracing import (
+from trama_torch.fx.trace import (
     ForwardBinding,
     Trace,
     described,
@@ -55,6 +54,7 @@ from trama_torch.tracing import (
     live_nodes,
     trace_forward,
 )
+from trama_torch.tensors import export_tensor
 
 __all__ = ["export_traced"]
 

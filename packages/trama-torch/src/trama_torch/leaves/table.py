@@ -17,7 +17,7 @@ in :mod:`trama_torch.leaves`; this table holds only what differs per op:
   LSTM's ``output, (h_n, c_n)``).
 * ``check``: why a particular instance cannot be exported, where the class alone does not say.
 * ``build``: the class import builds when it is not ``cls`` itself: a subclass from
-  :mod:`trama_torch.leaf_modules` whose ``forward`` computes the catalog's result where torch's
+  :mod:`trama_torch.leaves.modules` whose ``forward`` computes the catalog's result where torch's
   would not, or would warn.
 
 State needs no column: on export it is the module's ``state_dict``, on import the ``state_dict``
@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trama.catalog import RNN_MAX_LAYERS
-from trama_torch import leaf_modules
+from trama_torch.leaves import modules as leaf_modules
 
 __all__ = ["LEAF_KINDS", "Arg", "LeafKind", "Structure"]
 

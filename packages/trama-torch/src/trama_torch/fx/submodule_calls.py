@@ -35,7 +35,7 @@ from trama.conversion import ExportContext, NodeFragment
 from trama.errors import ExportError
 from trama.format import Ref
 from trama_torch import leaves
-from trama_torch.tracing import (
+from trama_torch.fx.trace import (
     EXPORT_HINT,
     ForwardBinding,
     binding_from_call,

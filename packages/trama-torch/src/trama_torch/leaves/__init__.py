@@ -4,7 +4,7 @@ Export reads a module's constructor arguments and its ``state_dict`` into slots;
 same class with the same arguments and puts the slots' tensors back, so that what comes back is
 an ``nn.Linear`` a user recognises, not a look-alike: same class, same ``repr``, same
 ``state_dict``, same ``requires_grad`` flags, same dtypes (float16 and bfloat16 included), and
-bit-identical outputs in eval mode. The per-op facts live in :mod:`trama_torch.leaf_table`; this
+bit-identical outputs in eval mode. The per-op facts live in :mod:`trama_torch.leaves.table`; this
 module is the machinery that applies them.
 
 Rules decided here, and why:
@@ -16,7 +16,7 @@ Rules decided here, and why:
   the instance anyway). A subclass with its own ``forward`` (or ``_conv_forward``, or
   ``_sa_block``…) computes something else, so it is not the catalog's op and is traced instead.
   A subclass that qualifies comes back as the catalog class (or as the subclass import builds
-  for a few ops, :mod:`trama_torch.leaf_modules`, which counts as the op too). Parametrized modules
+  for a few ops, :mod:`trama_torch.leaves.modules`, which counts as the op too). Parametrized modules
   (``torch.nn.utils.parametrize``) are not leaves: their weight is computed.
 * **Training mode**: documents record eval-mode semantics. A module exported in training mode is
   exported as it is (its state is what it is); it comes back in eval mode.
@@ -47,7 +47,7 @@ from trama import ExecutionError, ExportContext, ExportError, ImportModelError, 
 from trama.catalog import standard_specs
 from trama.format import OpSpec
 from trama_torch.binding import bind_arguments
-from trama_torch.leaf_table import LEAF_KINDS, LeafKind, Structure
+from trama_torch.leaves.table import LEAF_KINDS, LeafKind, Structure
 from trama_torch.tensors import export_tensor, tied_buffer, tied_parameter
 
 __all__ = [
