@@ -502,10 +502,9 @@ def embedding(node: Node, *, children: Mapping[str, Any], parameters: Parameters
         index = jnp.asarray(inputs["x"])
         if not jnp.issubdtype(index.dtype, jnp.integer):
             raise site.fail(f"x must be an integer tensor, got dtype {index.dtype}")
-        if not isinstance(index, jax.core.Tracer) and index.size:
-            low, high = int(index.min()), int(index.max())
-            if low < 0 or high >= rows:
-                raise site.fail(f"indices must lie in [0, {rows}), got values from {low} to {high}")
+        bounds = _concrete_bounds(index)
+        if bounds is not None and (bounds[0] < 0 or bounds[1] >= rows):
+            raise site.fail(f"indices must lie in [0, {rows}), got values from {bounds[0]} to {bounds[1]}")
         table = tensors["weight"]
         y = table.at[jnp.where(index < 0, rows, index)].get(mode="fill", fill_value=jnp.nan)
         if max_norm is not None:
@@ -513,6 +512,17 @@ def embedding(node: Node, *, children: Mapping[str, Any], parameters: Parameters
         return {"y": y}
 
     return JaxKernel(apply, settings.tensors)
+
+
+def _concrete_bounds(index: jax.Array) -> tuple[int, int] | None:
+    """The smallest and largest index when they are known now: ``None`` while ``jax.jit`` traces
+    values it does not know (any abstract value, not only a top-level tracer), or for no index."""
+    if not index.size:
+        return None
+    try:
+        return int(index.min()), int(index.max())
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError):
+        return None
 
 
 def _renormed(y: jax.Array, max_norm: float, norm_type: float) -> jax.Array:

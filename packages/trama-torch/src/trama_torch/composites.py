@@ -19,21 +19,26 @@ does not pass: see :func:`child_nodes`.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch import nn
 
 from trama.errors import ImportModelError
 from trama.format import Node, Parameter
-from trama_torch.wiring import ScopeModule, as_module, scope_module
+from trama_torch.wiring import ScopeModule, as_module, scope_module, torch_name
 
 __all__ = ["child_module_names", "child_nodes", "composite_factories"]
 
 
 def sequential(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> nn.Sequential:
-    """``nn.Sequential`` of the children, in document order, under their names."""
-    return nn.Sequential(OrderedDict((name, as_module(child)) for name, child in children.items())).eval()
+    """``nn.Sequential`` of the children, in document order, under their names (the torch names
+    the exporter escaped, where it had to: RegNet's ``block1-0``)."""
+    nodes = getattr(children, "nodes", None)
+    names = {name: torch_name(nodes[name]) for name in children} if isinstance(nodes, Mapping) else {}
+    return nn.Sequential(
+        OrderedDict((names.get(name, name), as_module(child)) for name, child in children.items())
+    ).eval()
 
 
 def transformer_encoder(
@@ -97,13 +102,15 @@ def child_nodes(node: Node, children: Mapping[str, Any]) -> Mapping[str, Node]:
     )
 
 
-def child_module_names(op: str, names: list[str]) -> dict[str, str]:
+def child_module_names(op: str, names: list[str], nodes: Sequence[Node] = ()) -> dict[str, str]:
     """Where the module built for each child (by name, in document order) of an ``op`` node sits
     in the node's module: ``layers.2`` for the third layer of a ``TransformerEncoder``, the name
-    itself in a ``Graph`` or ``Sequential``. Children whose modules the op's module does not
-    hold as submodules (another namespace's composite) are left out."""
+    itself in a ``Graph`` or ``Sequential`` (or the torch name it escapes, given the children's
+    ``nodes``). Children whose modules the op's module does not hold as submodules (another
+    namespace's composite) are left out."""
     if op in ("Graph", "Sequential"):
-        return {name: name for name in names}
+        renamed = {node.name: torch_name(node) for node in nodes}
+        return {name: renamed.get(name, name) for name in names}
     if op == "TransformerEncoder":
         layers = [name for name in names if name != "norm"]
         found = {name: f"layers.{index}" for index, name in enumerate(layers)}

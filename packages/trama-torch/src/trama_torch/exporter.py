@@ -22,6 +22,8 @@ training neither fails nor disturbs the training.
 
 from __future__ import annotations
 
+import traceback
+
 import torch
 from torch import nn
 
@@ -29,6 +31,7 @@ from trama.conversion import ExportContext, NodeFragment
 from trama.errors import ExportError
 from trama.format import INPUT, Ref
 from trama_torch import leaves
+from trama_torch.fx import submodule_calls as calling
 from trama_torch.fx.graph import export_traced
 from trama_torch.fx.submodule_calls import (
     CallSite,
@@ -48,6 +51,49 @@ __all__ = ["export_module"]
 def export_module(module: nn.Module, ctx: ExportContext) -> NodeFragment:
     """The node of ``module`` at ``ctx.node_id`` (see the module docstring for the choice)."""
     ctx.record_framework("torch", torch.__version__)
+    if ctx.example_inputs is not None and module_kind(module) not in ("leaf", "exportable"):
+        from trama_torch.capture import export_captured  # loads torch.export only when asked for
+
+        with export_state(module):
+            return export_captured(module, ctx)
+    outermost = calling._STATE.get() is None  # the root's export, before any state is opened
+    try:
+        return _export_traced_path(module, ctx)
+    except ExportError as exc:
+        if not outermost or not _capture_would_help(exc):
+            raise
+        hint = CAPTURE_HINT_BRANCH if isinstance(exc.__cause__, torch.fx.proxy.TraceError) else CAPTURE_HINT
+        hinted = ExportError(f"{exc.message}; {hint}", node_id=exc.node_id)
+        raise hinted.with_traceback(exc.__traceback__) from exc.__cause__
+
+
+#: Said by the errors of the fx path, which sees no shapes: capture by running the model can.
+CAPTURE_HINT = (
+    "or pass example_inputs= to trama.export_model, which then captures the model with torch.export "
+    '(docs/torch.md, "Capture with example inputs")'
+)
+#: The same for Python control flow, which capture resolves only when it reads shapes or settings.
+CAPTURE_HINT_BRANCH = (
+    "if the branch reads only shapes, dtypes or settings, pass example_inputs= to trama.export_model: "
+    'capture with torch.export resolves it (docs/torch.md, "Capture with example inputs")'
+)
+
+
+def _capture_would_help(exc: ExportError) -> bool:
+    """Whether capturing with torch.export could avoid this error: not when a catalog leaf
+    refused its module (capture exports leaves the same way)."""
+    origin: BaseException = exc
+    while isinstance(origin.__cause__, ExportError):
+        origin = origin.__cause__
+    innermost = None
+    for frame, _ in traceback.walk_tb(origin.__traceback__):
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith("trama_torch."):
+            innermost = name
+    return innermost is None or not (innermost == "trama_torch.leaves" or innermost.startswith("trama_torch.leaves."))
+
+
+def _export_traced_path(module: nn.Module, ctx: ExportContext) -> NodeFragment:
     with export_state(module) as state:
         site = state.pending.pop(ctx.node_id, None) or site_from_ports(module, ctx)
         state.constants[ctx.node_id] = dict(site.constants)

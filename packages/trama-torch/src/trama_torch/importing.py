@@ -76,7 +76,7 @@ def _node_modules(nodes: list[Node], scopes: dict[str | None, list[Node]], modul
         names = (
             owner.child_attributes
             if isinstance(owner, ScopeModule)
-            else child_module_names(node.op, [child.name for child in children])
+            else child_module_names(node.op, [child.name for child in children], children)
         )
         for child in children:
             if child.calls is None and child.name in names:

@@ -41,7 +41,7 @@ from trama.catalog import op_namespace
 from trama.format import INPUT, Node, Ref
 from trama_torch import leaves
 
-__all__ = ["ScopeModule", "as_module", "call_arguments", "call_node", "result_paths", "scope_module"]
+__all__ = ["ScopeModule", "as_module", "call_arguments", "call_node", "result_paths", "scope_module", "torch_name"]
 
 #: Composite ops whose module takes its ports as keywords.
 _KEYWORD_OPS = frozenset({"TransformerEncoder"})
@@ -178,12 +178,12 @@ def scope_module(
             attributes[node.name] = attributes[target]
             held.add(node.name)
         elif tensor is not None:
-            attributes[node.name] = _hold_tensor(holder, node.name, tensor)
+            attributes[node.name] = _hold_tensor(holder, torch_name(node), tensor, persistent=_persistent(node))
             held.add(node.name)
         elif id(obj) in by_object:
             attributes[node.name] = by_object[id(obj)]
         else:
-            attributes[node.name] = by_object[id(obj)] = _hold_module(holder, node.name, obj)
+            attributes[node.name] = by_object[id(obj)] = _hold_module(holder, torch_name(node), obj)
     graph = fx.Graph()
     env: dict[Ref, fx.Node] = {}
     for port in inputs:
@@ -217,6 +217,8 @@ def scope_module(
     results = tuple(value(ref) for ref in outputs)
     graph.output(results[0] if len(results) == 1 and not always_tuple else results)
     module = (module_class or ScopeModule)(holder, graph, class_name=class_name)
+    for attribute in holder._non_persistent_buffers_set:  # GraphModule copies buffers as persistent
+        module.register_buffer(attribute, getattr(module, attribute), persistent=False)
     module.child_attributes = attributes
     return module
 
@@ -260,12 +262,27 @@ def _attribute_name(holder: nn.Module, name: str) -> str:
     return candidate
 
 
-def _hold_tensor(holder: nn.Module, name: str, tensor: torch.Tensor) -> str:
+def torch_name(node: Node) -> str:
+    """The attribute name a child is held under: its node name, or the torch name the exporter
+    had to escape to make the id (``{"torch_name": "block1-0"}`` in its metadata, see
+    ``docs/format.md``, "Names from other frameworks"), so that ``state_dict`` keys are the
+    original's."""
+    original = (node.metadata or {}).get("torch_name")
+    return original if isinstance(original, str) and original and "." not in original else node.name
+
+
+def _persistent(node: Node) -> bool:
+    """Whether a constant's tensor belongs in the ``state_dict``: not for a buffer its module
+    kept out of it, nor for a tensor the program computed (``{"torch_persistent": false}``)."""
+    return (node.metadata or {}).get("torch_persistent") is not False
+
+
+def _hold_tensor(holder: nn.Module, name: str, tensor: torch.Tensor, *, persistent: bool = True) -> str:
     attribute = _attribute_name(holder, name)
     if isinstance(tensor, nn.Parameter):
         holder.register_parameter(attribute, tensor)
     else:
-        holder.register_buffer(attribute, tensor)
+        holder.register_buffer(attribute, tensor, persistent=persistent)
     return attribute
 
 

@@ -1,0 +1,1051 @@
+"""The document of a captured program: one node per module call, the tree the user wrote.
+
+:mod:`trama_torch.capture.tree` says which module call made each graph node, and what each call
+took and gave. This module writes the nodes:
+
+* a catalog leaf call (``nn.Linear``, ``nn.LayerNorm``, ``nn.MultiheadAttention``…) is its op with
+  its constructor settings (:func:`trama_torch.leaves.export_leaf`); its whole inside collapses,
+  its ports are its ``forward`` arguments and its outputs what it returned;
+* any other call is a ``Graph`` named after the module's attribute, whose children are its
+  submodule calls and the catalog function ops of the aten ops it runs itself
+  (:mod:`trama_torch.capture.aten`); its ports are named after ``forward``'s parameters and its
+  outputs after the returned structure (``y``; ``y0``, ``y1``; a dict's keys); an
+  ``nn.Sequential`` whose children chain ``x`` to ``y`` is the catalog's ``Sequential``;
+* items of a ``ModuleList``/``ModuleDict`` sit in a container node (:mod:`trama_torch.capture.plan`);
+* a module called again is a calling node when its second call computes what the first did
+  (same graph, same settings), else a node of its own sharing the parameter entries;
+* parameters and buffers are read from the module objects, never from the program's copies, and
+  keyed by the tensor, so tied weights are one entry and ``state_dict`` keys survive; a state
+  tensor that ``forward`` never reads (a sliced-off layer) is still written, as a ``constant``
+  child of the module that holds it (inside ``Graph`` nodes named after the modules on the way).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch import nn
+from torch.export.graph_signature import InputKind
+from torch.utils import _pytree as pytree
+
+from trama import INPUT, ExportContext, ExportError, NodeFragment, Ref, ValueFact
+from trama_torch import leaves
+from trama_torch.capture import aten
+from trama_torch.capture.names import TORCH_NAME, Names, is_segment
+from trama_torch.capture.plan import Group, Unit, plan_units
+from trama_torch.capture.program import Captured, source_line
+from trama_torch.capture.tree import (
+    Call,
+    CallTree,
+    Symbolic,
+    TensorArg,
+    WrappedRegionError,
+    inline_wrapped,
+    tensor_leaves,
+)
+from trama_torch.capture.values import ConstTensor, Several, StateTensor, Sym, Wire
+from trama_torch.tensors import export_tensor
+
+__all__ = ["Capture"]
+
+_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"})
+
+#: Node metadata key for a buffer that is not part of its module's ``state_dict``.
+TORCH_PERSISTENT = "torch_persistent"
+
+
+class _Fixed:
+    """An object whose node is already decided, handed to ``ctx.child`` (a fresh object each
+    time, so the core never takes it for a second use of something exported before)."""
+
+    def __init__(self, make: Callable[[ExportContext], NodeFragment]) -> None:
+        self._make = make
+
+    def to_node(self, ctx: ExportContext) -> NodeFragment:
+        return self._make(ctx)
+
+
+@dataclass
+class Interface:
+    """What a module call takes and gives, as ports and outputs of its node."""
+
+    #: tensor values it takes, by port name (a node may feed several ports)
+    ports: list[tuple[str, fx.Node]]
+    #: symbolic sizes it reads from outside (passed by value, never ports)
+    by_value: list[fx.Node]
+    #: values it gives, by output name
+    outputs: list[tuple[str, fx.Node]]
+    #: leaf calls: the call-site constants its op records (``need_weights``)
+    constants: dict[str, Any] = field(default_factory=dict)
+    sequential: bool = False
+
+
+@dataclass
+class _First:
+    """The node a module was first exported as, to call again."""
+
+    node_id: str
+    fingerprint: Any
+    ports: list[str]
+    outputs: list[str]
+
+
+@dataclass
+class _ScopePlan:
+    units: list[Unit]
+    root: Group
+    names: dict[Unit, str]
+    #: (reader, node) -> the unit whose value of node it reads (None: from outside the scope)
+    source: dict[tuple[Unit, fx.Node], Unit | None]
+    #: node -> its definitions in the scope, by position
+    defs: dict[fx.Node, list[tuple[float, Unit]]]
+    reads: dict[Unit, list[fx.Node]]
+
+    def latest(self, node: fx.Node, position: float = float("inf")) -> Unit | None:
+        found = self.defs.get(node)
+        if not found:
+            return None
+        index = bisect.bisect_left([place for place, _ in found], position)
+        return found[index - 1][1] if index > 0 else None
+
+
+def _walk(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """The leaves of an argument or result structure with their paths (keys and indices)."""
+    if isinstance(value, (TensorArg, Symbolic)) or value is None or isinstance(value, (bool, int, float, str)):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _walk(item, (*path, str(key)))
+    elif isinstance(value, (tuple, list)):
+        for index, item in enumerate(value):
+            yield from _walk(item, (*path, index))
+    else:
+        leaves_ = pytree.tree_leaves(value, is_leaf=lambda leaf: isinstance(leaf, (TensorArg, Symbolic)))
+        if len(leaves_) == 1 and leaves_[0] is value:
+            yield path, value
+        else:
+            for index, item in enumerate(leaves_):
+                yield (*path, index), item
+
+
+def _result_name(path: tuple[Any, ...]) -> str:
+    if not path:
+        return "y"
+    parts = [f"y{part}" if index == 0 and isinstance(part, int) else str(part) for index, part in enumerate(path)]
+    return "_".join(parts)
+
+
+def _is_symbolic(node: fx.Node) -> bool:
+    value = node.meta.get("val")
+    return isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)) and not isinstance(
+        value, torch.Tensor
+    )
+
+
+class Capture:
+    """One capture's document: the root's fragment, and every node below it."""
+
+    def __init__(
+        self, model: nn.Module, captured: Captured, where: str, dynamic: Mapping[str, Mapping[int, str]] | None
+    ) -> None:
+        self.model = model
+        self.dynamic = {name: dict(axes) for name, axes in (dynamic or {}).items()}
+        self.captured = captured
+        self.where = where
+        self.program = captured.program
+        try:
+            copies = inline_wrapped(self.program.graph_module)
+        except WrappedRegionError as exc:
+            raise ExportError(
+                f"cannot export {where}: its forward switches {exc} on, which casts dtypes, and a dtype cast has "
+                "no catalog op for it yet"
+            ) from None
+        self.tree = CallTree.build(captured.recorder, self.program.graph, copies)
+        self.interfaces: dict[Call, Interface] = {}
+        self.plans: dict[Call, _ScopePlan] = {}
+        self.first: dict[int, _First] = {}
+        #: absolute module path -> (ctx, names) of the node holding that module's children
+        self.scopes: dict[str, tuple[ExportContext, Names, nn.Module]] = {}
+        self.covered: set[int] = set()
+        #: buffers that are not in their module's state_dict (non-persistent), by tensor id
+        self.transient: set[int] = set()
+        self.placeholders: dict[fx.Node, Any] = {}
+        self._classify_placeholders()
+
+    # -- placeholders ---------------------------------------------------------------------
+
+    def _classify_placeholders(self) -> None:
+        by_name = {node.name: node for node in self.program.graph.nodes if node.op == "placeholder"}
+        for spec in self.program.graph_signature.input_specs:
+            node = by_name.get(getattr(spec.arg, "name", ""))
+            if node is None or spec.target is None:
+                continue
+            if spec.kind == InputKind.PARAMETER:
+                self.placeholders[node] = ("state", spec.target, self.model.get_parameter(spec.target))
+            elif spec.kind == InputKind.BUFFER:
+                buffer = self.model.get_buffer(spec.target)
+                self.placeholders[node] = ("state", spec.target, buffer)
+                if spec.persistent is False:
+                    self.transient.add(id(buffer))
+            elif spec.kind == InputKind.CONSTANT_TENSOR:
+                value = self.program.constants[spec.target]
+                if isinstance(value, torch.Tensor):
+                    self.placeholders[node] = ("const", spec.target, value)
+
+    def placeholder_value(self, node: fx.Node, call: Call) -> Any:
+        """A state or constant placeholder as seen from ``call``'s scope."""
+        found = self.placeholders.get(node)
+        if found is None:
+            raise self.error(call, f"reads {node.name!r}, a value that is neither an input nor a tensor of the model")
+        kind, target, tensor = found
+        if kind == "const":
+            return ConstTensor(tensor, target)
+        prefix = f"{call.path}." if call.path else ""
+        name = target[len(prefix) :] if target.startswith(prefix) else target
+        return StateTensor(tensor, name)
+
+    # -- errors ---------------------------------------------------------------------------
+
+    def error(self, call: Call, message: str, node_id: str | None = None) -> ExportError:
+        return ExportError(f"cannot export {call.described()}: {message}", node_id=node_id)
+
+    # -- interfaces -------------------------------------------------------------------------
+
+    def inside(self, call: Call) -> list[fx.Node]:
+        nodes = [node for each in call.walk() for node in each.nodes]
+        nodes.sort(key=lambda node: self.tree.order[node])
+        return nodes
+
+    def _boundary(self, call: Call) -> tuple[list[fx.Node], list[fx.Node]]:
+        """The nodes ``call`` reads from outside, and those of its own read outside, in order."""
+        inside = self.inside(call)
+        members = set(inside)
+        entering: dict[fx.Node, None] = {}
+        escaping: dict[fx.Node, None] = {}
+        for node in inside:
+            for used in node.all_input_nodes:
+                if used not in members:
+                    entering[used] = None
+            if any(user not in members for user in node.users) and not _is_symbolic(node):
+                escaping[node] = None  # sizes are no outputs: every scope reads them by value
+        order = self.tree.order
+        return sorted(entering, key=lambda n: order.get(n, -1.0)), sorted(escaping, key=lambda n: order[n])
+
+    def interface(self, call: Call) -> Interface:
+        found = self.interfaces.get(call)
+        if found is None:
+            found = self._interface(call)
+            self.interfaces[call] = found
+        return found
+
+    def _interface(self, call: Call) -> Interface:
+        entering, escaping = self._boundary(call)
+        by_value = [node for node in entering if node.op != "placeholder" and _is_symbolic(node)]
+        wires = [node for node in entering if node not in self.placeholders and node not in by_value]
+        if call.opaque == "leaf":
+            return self._leaf_interface(call, wires, by_value, escaping)
+        ports = self._forward_ports(call)
+        taken = Names({name for name, _ in ports})
+        bound = {node for _, node in ports}
+        ports += [(taken.fresh(node.name), node) for node in wires if node not in bound]
+        names = Names()
+        outputs: list[tuple[str, fx.Node]] = []
+        for path, leaf in _walk(call.result):
+            if isinstance(leaf, TensorArg):
+                outputs.append((names.fresh(_result_name(path)), leaf.node))
+        given = {node for _, node in outputs}
+        outputs += [(names.fresh(node.name), node) for node in escaping if node not in given]
+        interface = Interface(ports, by_value, outputs)
+        if call.opaque is None and self._is_chain(call, interface):
+            interface.ports = [("x", ports[0][1])]
+            interface.outputs = [("y", outputs[0][1])]
+            interface.sequential = True
+        return interface
+
+    def _forward_ports(self, call: Call) -> list[tuple[str, fx.Node]]:
+        """Ports named after ``forward``'s parameters (``x``; ``hx_0`` for a tuple's first item;
+        each key of ``**kwargs``)."""
+        try:
+            signature = inspect.signature(call.module.forward)
+            bound: dict[str, Any] = dict(signature.bind(*call.args, **call.kwargs).arguments)
+            kinds = {name: parameter.kind for name, parameter in signature.parameters.items()}
+        except (TypeError, ValueError):
+            bound = {f"arg{index}": value for index, value in enumerate(call.args)} | dict(call.kwargs)
+            kinds = {}
+        names = Names()
+        ports: list[tuple[str, fx.Node]] = []
+        for parameter, value in bound.items():
+            kind = kinds.get(parameter)
+            if kind is inspect.Parameter.VAR_KEYWORD and isinstance(value, Mapping):
+                items = [(str(key), item) for key, item in value.items()]
+            elif kind is inspect.Parameter.VAR_POSITIONAL:
+                items = [(f"{parameter}_{index}", item) for index, item in enumerate(value)]
+            else:
+                items = [(parameter, value)]
+            for base, item in items:
+                for path, leaf in _walk(item):
+                    if isinstance(leaf, TensorArg):
+                        suffix = "".join(f"_{part}" for part in path)
+                        ports.append((names.fresh(f"{base}{suffix}"), leaf.node))
+        return ports
+
+    def _leaf_interface(
+        self, call: Call, wires: list[fx.Node], by_value: list[fx.Node], escaping: list[fx.Node]
+    ) -> Interface:
+        op = leaves.leaf_op(call.module)
+        assert op is not None
+
+        def port_value(leaf: Any) -> Any:
+            if isinstance(leaf, Symbolic):
+                raise self.error(call, "is called with a symbolic size as an argument, which its op cannot take")
+            return _PortArg(leaf.node) if isinstance(leaf, TensorArg) else leaf
+
+        args, kwargs = pytree.tree_map(
+            port_value, (call.args, call.kwargs), is_leaf=lambda leaf: isinstance(leaf, (TensorArg, Symbolic))
+        )
+        try:
+            bound, constants = leaves.bind_leaf_call(op, tuple(args), dict(kwargs))
+        except ExportError as exc:
+            raise self.error(call, exc.message) from exc
+        ports: list[tuple[str, fx.Node]] = []
+        for port, value in bound.items():
+            if not isinstance(value, _PortArg):
+                raise self.error(call, f"is given {value!r} as its input {port!r}, which is not a tensor")
+            ports.append((port, value.node))
+        outputs: list[tuple[str, fx.Node]] = []
+        self._match(leaves.leaf_result_structure(op), call.result, outputs, call)
+        stray = [node.name for node in wires if node not in {node for _, node in ports}]
+        given = {node for _, node in outputs}
+        leaked = [node.name for node in escaping if node not in given]
+        if stray or leaked:
+            raise self.error(
+                call,
+                f"its computation reads {stray} or leaves {leaked} outside its arguments and result, which its "
+                f"op {op} cannot record",
+            )
+        return Interface(ports, by_value, outputs, constants=dict(constants))
+
+    def _match(self, structure: Any, value: Any, outputs: list[tuple[str, fx.Node]], call: Call) -> None:
+        if isinstance(structure, str):
+            if isinstance(value, TensorArg):
+                outputs.append((structure, value.node))
+            elif value is not None:
+                raise self.error(call, f"returned {value!r} as its output {structure!r}, which is not a tensor")
+            return
+        if not isinstance(value, (tuple, list)) or len(value) != len(structure):
+            raise self.error(call, f"returned {type(value).__name__}, not the structure {structure} of its op")
+        for part, item in zip(structure, value, strict=True):
+            self._match(part, item, outputs, call)
+
+    def _is_chain(self, call: Call, interface: Interface) -> bool:
+        """Whether ``call`` is an ``nn.Sequential`` whose children chain ``x`` to ``y``: the
+        catalog's ``Sequential``, which imports as an ``nn.Sequential`` again."""
+        module = call.module
+        if not isinstance(module, nn.Sequential) or type(module).forward is not nn.Sequential.forward:
+            return False
+        items = [item for item in module._modules.values() if item is not None]
+        children = call.children
+        if not children or call.nodes or len(children) != len(items):
+            return False
+        if any(child.module is not item for child, item in zip(children, items, strict=True)):
+            return False
+        if len(interface.ports) != 1 or len(interface.outputs) != 1 or interface.by_value:
+            return False
+        current = interface.ports[0][1]
+        for child in children:
+            inner = self.interface(child)
+            if [name for name, _ in inner.ports] != ["x"] or [name for name, _ in inner.outputs] != ["y"]:
+                return False
+            if inner.ports[0][1] is not current or child.opaque == "exportable":
+                return False
+            current = inner.outputs[0][1]
+        return interface.outputs[0][1] is current
+
+    # -- planning -----------------------------------------------------------------------------
+
+    def plan(self, call: Call) -> _ScopePlan:
+        found = self.plans.get(call)
+        if found is None:
+            found = self._plan(call)
+            self.plans[call] = found
+        return found
+
+    def _places(self, call: Call) -> dict[Call, tuple[str, ...]]:
+        """Each child call's place below ``call``'s module: its container path and name."""
+        relative: dict[int, str] = {}
+        for name, module in call.module.named_modules(remove_duplicate=False):
+            if name:
+                relative.setdefault(id(module), name)
+        places: dict[Call, tuple[str, ...]] = {}
+        for child in call.children:
+            path = relative.get(id(child.module))
+            if path is None:
+                path = child.path.replace(".", "_") if child.path else type(child.module).__name__
+            places[child] = tuple(path.split("."))
+        called = {".".join(place) for place in places.values()}
+        for child, place in places.items():
+            if any(".".join(place[:k]) in called for k in range(1, len(place))):
+                places[child] = ("_".join(place),)
+        return places
+
+    def _plan(self, call: Call) -> _ScopePlan:
+        order = self.tree.order
+        units: list[Unit] = []
+        reads: dict[Unit, list[fx.Node]] = {}
+        defines: dict[Unit, list[fx.Node]] = {}
+        for node in call.nodes:
+            unit = Unit(node, order[node])
+            units.append(unit)
+            reads[unit] = list(node.all_input_nodes)
+            defines[unit] = [node]
+        for child, place in self._places(call).items():
+            interface = self.interface(child)
+            unit = Unit(child, child.position, place)
+            units.append(unit)
+            reads[unit] = [node for _, node in interface.ports] + list(interface.by_value)
+            defines[unit] = [node for _, node in interface.outputs]
+        units.sort(key=lambda unit: unit.position)
+        defs: dict[fx.Node, list[tuple[float, Unit]]] = {}
+        for unit in units:
+            for node in defines[unit]:
+                defs.setdefault(node, []).append((unit.position, unit))
+        plan = _ScopePlan(units, Group(()), {}, {}, defs, reads)
+        for unit in units:
+            for node in reads[unit]:
+                source = plan.latest(node, unit.position)
+                plan.source[(unit, node)] = source
+                if source is not None and source is not unit:
+                    unit.reads.add(source)
+                    source.users.add(unit)
+        try:
+            planned = plan_units(units)
+        except RuntimeError as exc:
+            raise self.error(call, f"its submodule calls cannot be ordered as one scope ({exc})") from exc
+        plan.root = planned.root
+        plan.names = planned.names
+        return plan
+
+    # -- the document -------------------------------------------------------------------------
+
+    def root_fragment(self, ctx: ExportContext) -> NodeFragment:
+        """The root node: the model's inputs as ports, the asked outputs, everything below."""
+        root = self.tree.root
+        names = Names()
+        seeds = self._input_seeds(ctx, root, names)
+        asked = list(ctx.output_names or [])
+        results = tensor_leaves(root.result)
+        if not asked:
+            asked = ["y"] if len(results) == 1 else [f"y{index}" for index in range(len(results))]
+        if len(results) != len(asked):
+            raise ExportError(
+                f"{root.described()} returns {len(results)} tensor(s), but the outputs {asked} were asked for",
+                node_id=ctx.node_id,
+            )
+        interface = Interface([], [], [(name, leaf.node) for name, leaf in zip(asked, results, strict=True)])
+        self.interfaces[root] = interface
+        chained = self._root_chain(ctx, root, seeds, asked)
+        if chained is not None:
+            seeds = {chained: Wire(Ref(INPUT, "x"))}
+            interface.ports, interface.sequential = [("x", chained)], True
+        fragment = self.scope_fragment(ctx, root, seeds, names)
+        if chained is not None:
+            fragment.inputs = {"x": next(iter(ctx.inputs.values()))}
+        self.place_dormant()
+        ctx.record_facts(*self._facts(ctx, root))
+        return fragment
+
+    def _root_chain(
+        self, ctx: ExportContext, root: Call, seeds: dict[fx.Node, Any], asked: list[str]
+    ) -> fx.Node | None:
+        """The input node of a root ``nn.Sequential`` that chains one input to the output ``y``
+        (the catalog's ``Sequential``), else ``None``."""
+        if len(ctx.inputs) != 1 or asked != ["y"] or len(seeds) != 1 or not isinstance(root.module, nn.Sequential):
+            return None
+        (node,) = seeds
+        result = tensor_leaves(root.result)
+        probe = Interface([("x", node)], [], [("y", result[0].node)])
+        return node if self._is_chain(root, probe) else None
+
+    def _input_seeds(self, ctx: ExportContext, root: Call, names: Names) -> dict[fx.Node, Any]:
+        """Each user input's graph node, as the root's port of its name (a tuple's items through
+        ``tuple_get`` nodes)."""
+        seeds: dict[fx.Node, Any] = {}
+        examples = self.captured.examples
+        values: dict[str, Any]
+        if self.captured.kwargs:
+            values = {name: root.kwargs.get(name) for name in examples}
+        else:
+            values = dict(zip(examples, root.args, strict=False))
+        for name, value in values.items():
+            self._seed(ctx, names, name, Wire(Ref(INPUT, name)), value, seeds, root)
+        return seeds
+
+    def _seed(
+        self,
+        ctx: ExportContext,
+        names: Names,
+        name: str,
+        wire: Wire,
+        value: Any,
+        seeds: dict[fx.Node, Any],
+        root: Call,
+    ) -> None:
+        if isinstance(value, TensorArg):
+            seeds.setdefault(value.node, wire)
+        elif isinstance(value, (tuple, list)):
+            for index, item in enumerate(value):
+                if not tensor_leaves(item):
+                    continue
+                fragment = NodeFragment("tuple_get", outputs=["y"], parameters={"index": index})
+                local = names.fresh(f"{name}_{index}")
+                refs = ctx.child(local, _made(fragment), {"x": wire.ref}, ["y"])
+                self._seed(ctx, names, local, Wire(refs["y"]), item, seeds, root)
+        elif isinstance(value, Mapping) and tensor_leaves(value):
+            raise self.error(root, f"its input {name!r} is a dict of tensors; give its tensors as inputs of their own")
+
+    def scope_fragment(
+        self, ctx: ExportContext, call: Call, seeds: Mapping[fx.Node, Any], names: Names
+    ) -> NodeFragment:
+        """The ``Graph`` (or ``Sequential``) node of one module call."""
+        interface = self.interface(call)
+        plan = self.plan(call)
+        self.scopes.setdefault(call.path, (ctx, names, call.module))
+        level = _Level(self, ctx, call, plan, names, {(None, node): value for node, value in seeds.items()})
+        needed = {(plan.latest(node), node) for _, node in interface.outputs}
+        level.run(plan.root, needed)
+        bindings: dict[str, Ref] = {}
+        for output, node in interface.outputs:
+            value = level.lookup(plan.latest(node), node)
+            bindings[output] = level.materialize(value, output, call).ref
+        metadata: dict[str, Any] = {"class": call.cls}
+        if interface.sequential:
+            return NodeFragment("Sequential", outputs=["y"], output_bindings=bindings, metadata=metadata)
+        return NodeFragment("Graph", outputs=list(bindings), output_bindings=bindings, metadata=metadata)
+
+    def fingerprint(self, call: Call, kinds: tuple[Any, ...]) -> Any:
+        """What a call computes, modulo its inputs: equal for two calls that one node can stand for."""
+        interface = self.interface(call)
+        inside = self.inside(call)
+        local = {node: index for index, node in enumerate(inside)}
+        ports = {node: index for index, (_, node) in reversed(list(enumerate(interface.ports)))}
+
+        def norm(value: Any) -> Any:
+            if isinstance(value, fx.Node):
+                if value in local:
+                    return ("n", local[value])
+                if value in ports:
+                    return ("p", ports[value])
+                found = self.placeholders.get(value)
+                if found is not None:
+                    return ("s", id(found[2]))
+                return ("v", str(value.meta.get("val")))
+            if isinstance(value, (list, tuple)):
+                return tuple(norm(item) for item in value)
+            if isinstance(value, dict):
+                return tuple((key, norm(item)) for key, item in value.items())
+            return ("c", repr(value))
+
+        def chain(node: fx.Node) -> tuple[int, ...]:
+            owners: list[int] = []
+            owner: Call | None = self.tree.owner[node]
+            while owner is not None and owner is not call:
+                owners.append(id(owner.module))
+                owner = owner.parent
+            return tuple(owners)
+
+        body = tuple((str(node.target), norm(node.args), norm(node.kwargs), chain(node)) for node in inside)
+        empty = tuple(
+            (id(each.module), norm([leaf.node for leaf in tensor_leaves((each.args, each.kwargs))]))
+            for each in call.walk()
+            if each is not call and not each.nodes
+        )
+        outputs = tuple(norm(node) for _, node in interface.outputs)
+        return (id(call.module), kinds, body, empty, outputs, len(interface.ports))
+
+    # -- unused state -----------------------------------------------------------------------
+
+    def place_dormant(self) -> None:
+        """Every state tensor of the model that no node holds yet (a layer ``forward`` never
+        calls, a buffer it never reads), as a ``constant`` child of the node of the module that
+        holds it, inside ``Graph`` nodes for the modules on the way, so that the imported
+        ``state_dict`` is the original's, whole."""
+        seen: set[int] = set()
+        tries: dict[str, dict[str, Any]] = {}
+        for key, tensor in self.model.state_dict(keep_vars=True).items():
+            if id(tensor) in seen or id(tensor) in self.covered:
+                continue
+            seen.add(id(tensor))
+            owner, _, attribute = key.rpartition(".")
+            segments = owner.split(".") if owner else []
+            depth = len(segments)
+            while depth > 0 and ".".join(segments[:depth]) not in self.scopes:
+                depth -= 1
+            anchor = ".".join(segments[:depth])
+            if anchor not in self.scopes:
+                continue
+            node = tries.setdefault(anchor, {})
+            for segment in segments[depth:]:
+                node = node.setdefault(segment, {})
+            node[attribute] = tensor
+        for anchor, trie in tries.items():
+            ctx, names, module = self.scopes[anchor]
+            self._dormant(ctx, names, module, trie)
+
+    def _dormant(self, ctx: ExportContext, names: Names, module: nn.Module, trie: dict[str, Any]) -> None:
+        for key, item in trie.items():
+            name = names.fresh(key)
+            metadata: dict[str, Any] = {} if name == key else {TORCH_NAME: key}
+            if isinstance(item, torch.Tensor):
+                self.covered.add(id(item))
+                fragment = NodeFragment(
+                    "constant", outputs=["y"], parameters={"value": export_tensor(item)}, metadata=metadata or None
+                )
+                ctx.child(name, _made(fragment), {})
+            else:
+                sub = getattr(module, key)
+                ctx.child(name, _Fixed(functools.partial(self._dormant_module, sub, item, metadata)), {})
+
+    def _dormant_module(
+        self, module: nn.Module, trie: dict[str, Any], metadata: dict[str, Any], ctx: ExportContext
+    ) -> NodeFragment:
+        self._dormant(ctx, Names(), module, trie)
+        cls = type(module)
+        return NodeFragment(
+            "Graph",
+            outputs=[],
+            output_bindings={},
+            metadata={"class": f"{cls.__module__}.{cls.__qualname__}", **metadata},
+        )
+
+    # -- facts --------------------------------------------------------------------------------
+
+    def _facts(self, ctx: ExportContext, root: Call) -> tuple[list[ValueFact | None], list[ValueFact | None]]:
+        """Input facts from the examples (dynamic axes as their symbols, the others at their
+        example size, since the capture may have specialised them) and output facts from the
+        program, with torch's symbols named as the caller named them."""
+        symbols: dict[str, str] = {}
+        for node, name in self._root_inputs(root):
+            meta = node.meta.get("val")
+            if isinstance(meta, torch.Tensor):
+                for axis, symbol in self.dynamic.get(name, {}).items():
+                    size: Any = meta.shape[axis]
+                    if not isinstance(size, torch.SymInt):
+                        raise ExportError(
+                            f"{self.where}: torch.export kept axis {axis} of {name!r} ({symbol!r}) at its example "
+                            f"size {int(size)}, so the document could not run at another size: the model fixes "
+                            "that size (a weight, a reshape to a number); leave the axis out of dynamic_shapes"
+                        )
+                    symbols.setdefault(str(size.node.expr), symbol)
+        inputs: list[ValueFact | None] = []
+        for name in ctx.inputs:
+            example = self.captured.examples.get(name)
+            if not isinstance(example, torch.Tensor):
+                inputs.append(None)
+                continue
+            axes = self.dynamic.get(name, {})
+            shape: list[int | str] = [axes.get(axis, int(size)) for axis, size in enumerate(example.shape)]
+            inputs.append(ValueFact(_dtype(example.dtype), tuple(shape)))
+        outputs: list[ValueFact | None] = []
+        for leaf in tensor_leaves(root.result):
+            meta = leaf.node.meta.get("val")
+            if not isinstance(meta, torch.Tensor):
+                outputs.append(None)
+                continue
+            dims: list[int | str] = []
+            sizes: list[Any] = list(meta.shape)
+            for each in sizes:
+                if isinstance(each, torch.SymInt):
+                    named = symbols.get(str(each.node.expr))
+                    if named is None:
+                        break  # a size torch derived (2 * batch): no name for it
+                    dims.append(named)
+                else:
+                    dims.append(int(each))
+            outputs.append(ValueFact(_dtype(meta.dtype), tuple(dims) if len(dims) == len(sizes) else None))
+        return inputs, outputs
+
+    def _root_inputs(self, root: Call) -> list[tuple[fx.Node, str]]:
+        if self.captured.kwargs:
+            pairs = [(root.kwargs.get(name), name) for name in self.captured.examples]
+        else:
+            pairs = list(zip(root.args, self.captured.examples, strict=False))
+        return [(value.node, name) for value, name in pairs if isinstance(value, TensorArg)]
+
+
+def _made(fragment: NodeFragment) -> _Fixed:
+    """An object whose node is ``fragment`` (a function op, a constant)."""
+    return _Fixed(lambda _: fragment)
+
+
+def _with_meta(fragment: NodeFragment, extra: dict[str, Any]) -> NodeFragment:
+    if extra:
+        fragment.metadata = {**(fragment.metadata or {}), **extra}
+    return fragment
+
+
+def _dtype(dtype: torch.dtype) -> str | None:
+    name = str(dtype).removeprefix("torch.")
+    return name if name in _DTYPES else None
+
+
+@dataclass(frozen=True)
+class _PortArg:
+    """A tensor argument of a leaf call, for :func:`trama_torch.leaves.bind_leaf_call` (not a
+    tuple, so never taken for a structure)."""
+
+    node: fx.Node
+
+
+class _Level:
+    """Emits the units of one composite node (a module's scope, or a container in it)."""
+
+    def __init__(
+        self,
+        capture: Capture,
+        ctx: ExportContext,
+        call: Call,
+        plan: _ScopePlan,
+        names: Names,
+        incoming: dict[tuple[Unit | None, fx.Node], Any],
+    ) -> None:
+        self.capture = capture
+        self.ctx = ctx
+        self.call = call
+        self.plan = plan
+        self.names = names
+        self.values: dict[tuple[Unit | None, fx.Node], Any] = dict(incoming)
+        self.constants: dict[int, Wire] = {}
+
+    # -- values -------------------------------------------------------------------------------
+
+    def lookup(self, source: Unit | None, node: fx.Node) -> Any:
+        found = self.values.get((source, node), _MISSING)
+        if found is not _MISSING:
+            return found
+        if source is None:
+            if node.op == "placeholder":
+                return self.capture.placeholder_value(node, self.call)
+            if _is_symbolic(node):
+                return aten.size_value(node)
+        raise self.capture.error(self.call, f"reads {node.name!r} before it is computed", self.ctx.node_id)
+
+    def source(self, unit: Unit, node: fx.Node) -> Any:
+        return self.lookup(self.plan.source.get((unit, node)), node)
+
+    def materialize(self, value: Any, name: str, call: Call) -> Wire:
+        """A value as a wire of this scope: a tensor known at capture becomes a ``constant``."""
+        if isinstance(value, Wire):
+            return value
+        if isinstance(value, aten.Emit):
+            return self.emit_op(value, name, call)
+        if isinstance(value, (ConstTensor, StateTensor)):
+            key = id(value.tensor)
+            wire = self.constants.get(key)
+            if wire is None:
+                metadata: dict[str, Any] = {}
+                if isinstance(value, ConstTensor):
+                    metadata[TORCH_PERSISTENT] = False  # computed by the program: no module's state
+                if isinstance(value, StateTensor):
+                    self.capture.covered.add(key)
+                    if key in self.capture.transient:
+                        metadata[TORCH_PERSISTENT] = False
+                    if "." not in value.name and not is_segment(value.name):
+                        metadata[TORCH_NAME] = value.name
+                fragment = NodeFragment(
+                    "constant",
+                    outputs=["y"],
+                    parameters={"value": export_tensor(value.tensor)},
+                    metadata=metadata or None,
+                )
+                local = self.names.fresh(value.name.replace(".", "_"))
+                refs = self.ctx.child(local, _made(fragment), {}, ["y"])
+                wire = Wire(refs["y"])
+                self.constants[key] = wire
+            return wire
+        if isinstance(value, Sym):
+            raise self.capture.error(
+                call,
+                "gives or passes on a size known only at run time (aten.sym_size.int has no catalog op for it yet)",
+            )
+        if isinstance(value, (bool, int, float)):
+            fragment = NodeFragment("constant", outputs=["y"], parameters={"value": value})
+            refs = self.ctx.child(self.names.fresh(name), _made(fragment), {}, ["y"])
+            return Wire(refs["y"])
+        raise self.capture.error(call, f"gives {type(value).__name__} where a tensor is needed ({name!r})")
+
+    # -- units --------------------------------------------------------------------------------
+
+    def run(self, group: Group, needed: set[tuple[Unit | None, fx.Node]]) -> None:
+        self._reserve(group)
+        for unit in group.units:
+            if isinstance(unit, Group):
+                self.container(unit, needed)
+            elif unit.is_call:
+                self.module_call(unit)
+            else:
+                self.op(unit)
+
+    def _reserve(self, group: Group) -> None:
+        """Module and container names first (the model's own attribute names), valid ones before
+        escaped ones, so that a name never depends on what the program's op nodes are called."""
+        wanted: list[tuple[Unit | Group, str]] = []
+        for unit in group.units:
+            if isinstance(unit, Group):
+                wanted.append((unit, unit.name))
+            elif unit.is_call:
+                wanted.append((unit, self.plan.names[unit]))
+        self.reserved: dict[int, str] = {}
+        used: set[str] = set()
+        for valid in (True, False):
+            for unit, name in wanted:
+                if is_segment(name) != valid:
+                    continue
+                if name in used:  # a second call of one module: a name of its own
+                    continue
+                used.add(name)
+                self.reserved[id(unit)] = self.names.fresh(name)
+        for unit, name in wanted:
+            if id(unit) not in self.reserved:
+                self.reserved[id(unit)] = self.names.fresh(name)
+
+    def _node_name(self, unit: Unit | Group) -> tuple[str, dict[str, Any]]:
+        name = self.reserved[id(unit)]
+        original = unit.name if isinstance(unit, Group) else self.plan.names[unit]
+        return name, ({TORCH_NAME: original} if not is_segment(original) else {})
+
+    def op(self, unit: Unit) -> None:
+        node: fx.Node = unit.item
+        owner = self.capture.tree.owner.get(node, self.call)
+
+        def value(arg: Any) -> Any:
+            return self.source(unit, arg)
+
+        args = fx.node.map_arg(node.args, value)
+        kwargs = fx.node.map_arg(node.kwargs, value)
+        folded = self._fold(node, args, kwargs)
+        if folded is not _MISSING:
+            self.values[(unit, node)] = folded
+            return
+        try:
+            mapped = aten.translate(node, args, kwargs)
+        except aten.MissingOp as missing:
+            where = source_line(node.meta.get("stack_trace"))
+            at = f" (at {where})" if where else ""
+            raise self.capture.error(owner, f"{missing.what} {missing.why}{at}", self.ctx.node_id) from None
+        self.values[(unit, node)] = self._result(mapped, node, owner)
+
+    def _result(self, mapped: Any, node: fx.Node, owner: Call) -> Any:
+        if isinstance(mapped, aten.Emit):
+            return self.emit_op(mapped, node.name, owner)
+        if isinstance(mapped, aten.Alias):
+            value = mapped.value
+            return self.emit_op(value, node.name, owner) if isinstance(value, aten.Emit) else value
+        if isinstance(mapped, Several):
+            return mapped
+        return None
+
+    def _fold(self, node: fx.Node, args: Any, kwargs: Any) -> Any:
+        """A node whose inputs are all known at capture is computed now (a mask from
+        ``torch.ones``, an ``arange`` of a fixed length): a constant of the document."""
+        flat = pytree.tree_leaves((args, kwargs))
+        if any(isinstance(leaf, (Wire, StateTensor, Sym, Several, aten.Emit)) for leaf in flat):
+            return _MISSING
+        if not aten.foldable(node):
+            return _MISSING
+        real_args, real_kwargs = pytree.tree_map(
+            lambda leaf: leaf.tensor if isinstance(leaf, ConstTensor) else leaf, (args, kwargs)
+        )
+        try:
+            with torch.no_grad():
+                result = node.target(*real_args, **real_kwargs)  # type: ignore[operator]
+        except Exception:
+            return _MISSING
+        if isinstance(result, torch.Tensor):
+            return ConstTensor(result, node.name)
+        if isinstance(result, (tuple, list)) and all(isinstance(item, torch.Tensor) for item in result):
+            return Several(tuple(ConstTensor(item, f"{node.name}_{index}") for index, item in enumerate(result)))
+        if isinstance(result, (bool, int, float)) or result is None:
+            return result
+        return _MISSING
+
+    def emit_op(self, emit: aten.Emit, name: str, owner: Call) -> Wire:
+        local = self.names.fresh(name)
+        inputs = {port: self.materialize(value, f"{local}_{port}", owner).ref for port, value in emit.ports.items()}
+        fragment = NodeFragment(emit.op, parameters=dict(emit.parameters))
+        refs = self.ctx.child(local, _made(fragment), inputs, ["y"])
+        return Wire(refs["y"])
+
+    # -- module calls -------------------------------------------------------------------------
+
+    def module_call(self, unit: Unit) -> None:
+        call: Call = unit.item
+        capture = self.capture
+        interface = capture.interface(call)
+        name, extra = self._node_name(unit)
+        values = [(port, self.source(unit, node)) for port, node in interface.ports]
+        if call.opaque == "leaf":
+            refs = self._leaf(call, name, extra, values, interface)
+        elif call.opaque == "exportable":
+            inputs = {port: self.materialize(value, port, call).ref for port, value in values}
+            got = self.ctx.child(name, call.module, inputs)
+            outputs = list(got.values())
+            results = [node for _, node in interface.outputs]
+            if len(outputs) != len(results):
+                raise capture.error(
+                    call, f"its to_node gives {len(outputs)} outputs, but forward returned {len(results)}"
+                )
+            refs = {output: ref for (output, _), ref in zip(interface.outputs, outputs, strict=True)}
+        else:
+            refs = self._graph_call(call, unit, name, extra, values, interface)
+        for output, node in interface.outputs:
+            self.values[(unit, node)] = Wire(refs[output])
+
+    def _can_call(self, first: _First) -> bool:
+        own = self.ctx.node_id
+        return not (own == first.node_id or own.startswith(f"{first.node_id}."))
+
+    def _leaf(
+        self, call: Call, name: str, extra: dict[str, Any], values: list[tuple[str, Any]], interface: Interface
+    ) -> dict[str, Ref]:
+        inputs = {port: self.materialize(value, port, call).ref for port, value in values}
+        fingerprint = ("leaf", id(call.module), tuple(sorted(inputs)), repr(sorted(interface.constants.items())))
+        first = self.capture.first.get(id(call.module))
+        if first is not None and first.fingerprint == fingerprint and self._can_call(first):
+            return self.ctx.call(name, first.node_id, inputs)
+        module = call.module
+        constants = interface.constants or None
+
+        def make(child: ExportContext) -> NodeFragment:
+            fragment = leaves.export_leaf(module, child, constants)
+            return _with_meta(fragment, extra)
+
+        refs = self.ctx.child(name, _Fixed(make), inputs)
+        self.capture.covered.update(id(tensor) for tensor in module.state_dict(keep_vars=True).values())
+        if first is None:
+            self.capture.first[id(module)] = _First(f"{self.ctx.node_id}.{name}", fingerprint, list(inputs), list(refs))
+        return refs
+
+    def _graph_call(
+        self,
+        call: Call,
+        unit: Unit,
+        name: str,
+        extra: dict[str, Any],
+        values: list[tuple[str, Any]],
+        interface: Interface,
+    ) -> dict[str, Ref]:
+        capture = self.capture
+        kinds: list[Any] = []
+        wires: dict[str, Ref] = {}
+        seeds: dict[fx.Node, Any] = {}
+        for (port, node), (_, value) in zip(interface.ports, values, strict=True):
+            if isinstance(value, Wire):
+                kinds.append("w")
+                wires[port] = value.ref
+                seeds.setdefault(node, Wire(Ref(INPUT, port)))
+            else:
+                kinds.append(("v", id(getattr(value, "tensor", value))))
+                seeds.setdefault(node, value)
+        for node in interface.by_value:
+            seeds.setdefault(node, self.source(unit, node))
+        fingerprint = capture.fingerprint(call, tuple(kinds))
+        first = capture.first.get(id(call.module))
+        if first is not None and first.fingerprint == fingerprint and self._can_call(first):
+            own = [port for port, _ in interface.ports if port in wires]
+            inputs = {target: wires[port] for target, port in zip(first.ports, own, strict=True)}
+            got = self.ctx.call(name, first.node_id, inputs)
+            return {output: got[target] for (output, _), target in zip(interface.outputs, first.outputs, strict=True)}
+        if interface.sequential:
+            wires = {"x": next(iter(wires.values()))} if wires else {}
+
+        def make(child: ExportContext) -> NodeFragment:
+            fragment = capture.scope_fragment(child, call, seeds, Names())
+            return _with_meta(fragment, extra)
+
+        refs = self.ctx.child(name, _Fixed(make), wires)
+        if first is None:
+            capture.first[id(call.module)] = _First(
+                f"{self.ctx.node_id}.{name}", fingerprint, list(wires), [output for output, _ in interface.outputs]
+            )
+        return refs
+
+    # -- containers ---------------------------------------------------------------------------
+
+    def container(self, group: Group, needed: set[tuple[Unit | None, fx.Node]]) -> None:
+        """A ``ModuleList``/``ModuleDict`` (or any module whose items are called while it is not)
+        as a ``Graph`` node holding its items."""
+        plan = self.plan
+        members = group.members
+        crossing: dict[tuple[Unit | None, fx.Node], None] = {}
+        for unit in sorted(members, key=lambda unit: unit.position):
+            for node in plan.reads[unit]:
+                source = plan.source.get((unit, node))
+                if source is None or source not in members:
+                    crossing[(source, node)] = None
+        wanted: dict[tuple[Unit | None, fx.Node], None] = {}
+        for unit in plan.units:
+            if unit in members:
+                continue
+            for node in plan.reads[unit]:
+                source = plan.source.get((unit, node))
+                if source is not None and source in members:
+                    wanted[(source, node)] = None
+        for key in needed:
+            if key[0] is not None and key[0] in members:
+                wanted[key] = None
+        name, extra = self._node_name(group)
+        ports = Names()
+        inputs: dict[str, Ref] = {}
+        incoming: dict[tuple[Unit | None, fx.Node], Any] = {}
+        for key in crossing:
+            value = self.lookup(*key)
+            if isinstance(value, Wire):
+                port = ports.fresh(key[1].name)
+                inputs[port] = value.ref
+                incoming[key] = Wire(Ref(INPUT, port))
+            else:
+                incoming[key] = value
+        path = ".".join(group.path)
+        holder = self.call.module.get_submodule(path) if _has_submodule(self.call.module, path) else None
+        absolute = f"{self.call.path}.{path}" if self.call.path else path
+        outputs: dict[tuple[Unit | None, fx.Node], str] = {}
+
+        def make(child: ExportContext) -> NodeFragment:
+            inner_names = Names()
+            if holder is not None:
+                self.capture.scopes.setdefault(absolute, (child, inner_names, holder))
+            level = _Level(self.capture, child, self.call, plan, inner_names, incoming)
+            level.run(group, needed | set(wanted))
+            bindings: dict[str, Ref] = {}
+            out_names = Names()
+            for key in wanted:
+                output = out_names.fresh(key[1].name)
+                bindings[output] = level.materialize(level.lookup(*key), output, self.call).ref
+                outputs[key] = output
+            metadata: dict[str, Any] = {**extra}
+            if holder is not None:
+                cls = type(holder)
+                metadata["class"] = f"{cls.__module__}.{cls.__qualname__}"
+            return NodeFragment("Graph", outputs=list(bindings), output_bindings=bindings, metadata=metadata or None)
+
+        refs = self.ctx.child(name, _Fixed(make), inputs)
+        for key, output in outputs.items():
+            self.values[key] = Wire(refs[output])
+
+
+def _has_submodule(module: nn.Module, path: str) -> bool:
+    try:
+        module.get_submodule(path)
+    except AttributeError:
+        return False
+    return True
+
+
+_MISSING: Any = object()

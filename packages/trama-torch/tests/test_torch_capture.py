@@ -1,0 +1,678 @@
+"""Capture with example inputs: ``trama.export_model(..., example_inputs=...)`` runs the model
+through ``torch.export`` and writes the tree the user wrote, module by module.
+
+Every rule of ``docs/torch.md`` ("Capture with example inputs") has a model here: the tree and
+its names, leaves with their settings, a module called twice, tied weights, containers, keyword
+example inputs, dynamic sizes run at other sizes on every runtime, escaped names restored on
+import, unused state kept, and the errors (a missing catalog op, data-dependent control flow).
+Round trips go the way a user goes: export, JSON text, load, import with the torch registry,
+and the outputs are compared exactly (``torch.equal``) where the ops are torch's own, and within
+1e-5 on numpy, torch:cpu and jax:cpu.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import trama
+
+RUNTIMES = ["numpy", "torch:cpu", "jax:cpu"]
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+def capture(
+    model: nn.Module,
+    inputs: list[str],
+    outputs: list[str],
+    examples: Any,
+    dynamic: dict[str, dict[int, str]] | None = None,
+) -> trama.Model:
+    """Export with example inputs, and read the document back from its JSON text."""
+    document = trama.export_model(
+        model.eval(), inputs=inputs, outputs=outputs, example_inputs=examples, dynamic_shapes=dynamic
+    )
+    return trama.loads(trama.dumps(document))
+
+
+def imported(document: trama.Model) -> Any:
+    return trama.import_model(document, registry=trama.registry("torch"))
+
+
+def node(document: trama.Model, node_id: str) -> trama.Node:
+    return next(each for each in document.nodes if each.id == node_id)
+
+
+def slots(document: trama.Model, node_id: str) -> dict[str, Any]:
+    return {slot: document.parameters[entry].value for slot, entry in node(document, node_id).parameters.items()}
+
+
+def as_tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def assert_exact(model: nn.Module, back: nn.Module, *args: Any) -> None:
+    with torch.no_grad():
+        expected, got = as_tuple(model(*args)), as_tuple(back(*args))
+    assert len(got) == len(expected)
+    for want, have in zip(expected, got, strict=True):
+        assert have.dtype == want.dtype
+        assert torch.equal(have, want)
+
+
+def runtime_available(name: str) -> bool:
+    package = {"numpy": "trama_numpy", "torch:cpu": "trama_torch", "jax:cpu": "trama_jax"}[name]
+    return importlib.util.find_spec(package) is not None
+
+
+def assert_runtimes_agree(
+    document: trama.Model, model: nn.Module, *args: torch.Tensor, tolerance: float = 1e-5
+) -> None:
+    """numpy, torch:cpu and jax:cpu give the original's outputs within ``tolerance`` (relative
+    to the output's largest magnitude, at least 1)."""
+    with torch.no_grad():
+        expected = [value.numpy() for value in as_tuple(model(*args))]
+    for name in RUNTIMES:
+        if not runtime_available(name):
+            continue
+        got = trama.runtime_for_name(name).prepare(document).run([arg.numpy() for arg in args])
+        assert len(got) == len(expected), name
+        for want, have in zip(expected, got, strict=True):
+            have = np.asarray(have)
+            assert have.shape == want.shape, name
+            scale = max(1.0, float(np.abs(want).max()))
+            assert float(np.abs(have - want).max()) <= tolerance * scale, name
+
+
+# --- The tree, its names and its leaves ----------------------------------------------------------
+
+
+class Block(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.act = nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.fc(x)) + x
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, stride=2, padding=1, bias=False)
+        self.norm = nn.BatchNorm2d(4)
+        self.block = Block(16)
+        self.ln = nn.LayerNorm(16, eps=1e-3)
+        self.scale = nn.Parameter(torch.full((16,), 0.5))
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        b, _c, h, w = image.shape
+        x = torch.relu(self.norm(self.conv(image)))
+        x = x.reshape(b, 4 * (h // 2) * (w // 2))
+        return self.ln(self.block(x)) * self.scale
+
+
+def test_the_tree_is_the_module_tree_with_its_names() -> None:
+    model = Net()
+    image = torch.randn(2, 3, 4, 4)
+    document = capture(model, ["image"], ["y"], (image,))
+    ops = {each.id: each.op for each in document.nodes}
+    assert ops["root"] == "Graph"
+    assert ops["root.conv"] == "Conv2d"
+    assert ops["root.norm"] == "BatchNorm2d"
+    assert ops["root.block"] == "Graph"
+    assert ops["root.block.fc"] == "Linear"
+    assert ops["root.block.act"] == "GELU"
+    assert ops["root.ln"] == "LayerNorm"
+    assert node(document, "root.block").metadata == {"class": f"{__name__}.Block"}
+    assert node(document, "root").metadata == {"class": f"{__name__}.Net"}
+    # the module's own ops are function nodes of its scope: relu, the reshape, add, the mul by scale
+    assert {ops[f"root.{name}"] for name in ("relu", "mul")} == {"relu", "mul"}
+    assert "reshape" in {ops[each] for each in ops if each.startswith("root.view") or each.startswith("root.reshape")}
+    assert node(document, "root.block.add").inputs["other"] == trama.Ref(trama.INPUT, "x")
+
+
+def test_leaves_keep_their_constructor_settings() -> None:
+    model = Net()
+    document = capture(model, ["image"], ["y"], (torch.randn(2, 3, 4, 4),))
+    conv = slots(document, "root.conv")
+    assert conv["stride"] == [2, 2]
+    assert conv["padding"] == [1, 1]
+    assert conv["kernel_size"] == [3, 3]
+    assert "bias" not in conv  # Conv2d(bias=False)
+    assert slots(document, "root.ln")["eps"] == 1e-3
+    assert slots(document, "root.block.fc")["in_features"] == 16
+
+
+def test_round_trip_is_exact_and_the_runtimes_agree() -> None:
+    model = Net()
+    model.train()
+    with torch.no_grad():
+        model(torch.randn(8, 3, 4, 4))  # running statistics other than zeros and ones
+    model.eval()
+    image = torch.randn(2, 3, 4, 4)
+    document = capture(model, ["image"], ["y"], (image,))
+    back = imported(document)
+    assert type(back.conv) is nn.Conv2d
+    assert type(back.block.fc) is nn.Linear
+    assert set(back.state_dict()) == set(model.state_dict())
+    assert torch.equal(back.norm.running_var, model.norm.running_var)
+    assert_exact(model, back, image)
+    assert_runtimes_agree(document, model, image)
+
+
+def test_a_chain_sequential_is_the_catalog_sequential() -> None:
+    model = nn.Sequential(OrderedDict(first=nn.Linear(4, 8), act=nn.ReLU(), last=nn.Linear(8, 2)))
+    wrapper = nn.Sequential(nn.Flatten(), model)
+    x = torch.randn(3, 2, 2)
+    document = capture(wrapper, ["x"], ["y"], (x,))
+    assert node(document, "root.1").op == "Sequential"
+    assert [each.id for each in document.nodes if each.parent == "root.1"] == [
+        "root.1.first",
+        "root.1.act",
+        "root.1.last",
+    ]
+    back = imported(document)
+    assert type(back[1]) is nn.Sequential
+    assert_exact(wrapper, back, x)
+
+
+# --- Modules used twice, tied weights -----------------------------------------------------------
+
+
+class Twice(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = Block(4)
+        self.out = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.out_input(self.block(self.block(x))))
+
+    def out_input(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def test_a_module_called_twice_is_one_node_and_a_calling_node() -> None:
+    model = Twice()
+    x = torch.randn(3, 4)
+    document = capture(model, ["x"], ["y"], (x,))
+    again = node(document, "root.block_1")
+    assert again.calls == "root.block"
+    assert again.inputs == {"x": trama.Ref("root.block", "y")}
+    assert [each.id for each in document.nodes if each.parent == "root.block_1"] == []
+    back = imported(document)
+    assert set(back.state_dict()) == set(model.state_dict())
+    assert_exact(model, back, x)
+    assert_runtimes_agree(document, model, x)
+
+
+class ByRank(nn.Module):
+    """Computes something else for a 2-d and a 3-d input: resolved at capture, per call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 3:
+            return self.fc(x).mean(1)
+        return self.fc(x)
+
+
+class CalledOnTwoRanks(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.shared = ByRank()
+
+    def forward(self, sequence: torch.Tensor, vector: torch.Tensor) -> torch.Tensor:
+        return self.shared(sequence) + self.shared(vector)
+
+
+def test_a_second_call_that_computes_otherwise_is_a_node_of_its_own_sharing_the_weights() -> None:
+    model = CalledOnTwoRanks()
+    sequence, vector = torch.randn(2, 5, 4), torch.randn(2, 4)
+    document = capture(model, ["sequence", "vector"], ["y"], (sequence, vector))
+    first, second = node(document, "root.shared"), node(document, "root.shared_1")
+    assert second.calls is None
+    assert first.op == second.op == "Graph"
+    # inside, the same Linear on the same port: one module, called again
+    assert node(document, "root.shared_1.fc").calls == "root.shared.fc"
+    back = imported(document)
+    assert back.shared_1.fc is back.shared.fc
+    assert_exact(model, back, sequence, vector)
+
+
+class Scaled(nn.Module):
+    """A module of its own op: its ``to_node`` says what it is (here the catalog's ``relu``)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+    def to_node(self, ctx: trama.ExportContext) -> trama.NodeFragment:
+        return trama.NodeFragment("relu", outputs=["y"])
+
+
+class Holder(nn.Module):
+    def __init__(self, shared: nn.Module) -> None:
+        super().__init__()
+        self.shared = shared
+        self.act = Scaled()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.shared(x))
+
+
+class TwoHolders(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        shared = nn.Linear(4, 4)
+        self.first = Holder(shared)
+        self.second = Holder(shared)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(self.first(x))
+
+
+def test_a_module_held_by_two_parents_is_called_from_the_second_and_to_node_is_asked() -> None:
+    model = TwoHolders()
+    x = torch.randn(3, 4)
+    document = capture(model, ["x"], ["y"], (x,))
+    assert node(document, "root.second.shared").calls == "root.first.shared"
+    assert node(document, "root.first.act").op == "relu"
+    back = imported(document)
+    assert back.second.shared is back.first.shared
+    assert set(back.state_dict()) == set(model.state_dict())
+    assert_exact(model, back, x)
+
+
+class TiedLM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(11, 6)
+        self.head = nn.Linear(6, 11, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.embed(tokens)))
+
+
+def test_tied_weights_are_one_entry_and_one_parameter_again() -> None:
+    model = TiedLM()
+    tokens = torch.randint(0, 11, (2, 5))
+    document = capture(model, ["tokens"], ["logits"], (tokens,))
+    assert node(document, "root.embed").parameters["weight"] == node(document, "root.head").parameters["weight"]
+    back = imported(document)
+    assert back.head.weight is back.embed.weight
+    assert_exact(model, back, tokens)
+
+
+# --- Containers and unused state ----------------------------------------------------------------
+
+
+class Stack(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+        self.heads = nn.ModuleDict({"cls": nn.Linear(4, 2), "reg": nn.Linear(4, 1)})
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        for layer in self.layers[:2]:  # the third layer is never called
+            x = torch.relu(layer(x)) + x
+        return self.heads["cls"](x), self.heads["reg"](x)
+
+
+def test_containers_are_graph_nodes_of_their_items_and_unused_layers_keep_their_state() -> None:
+    model = Stack()
+    x = torch.randn(3, 4)
+    document = capture(model, ["x"], ["cls", "reg"], (x,))
+    layers = node(document, "root.layers")
+    assert layers.op == "Graph"
+    assert layers.metadata == {"class": "torch.nn.modules.container.ModuleList"}
+    assert node(document, "root.layers.0").op == "Linear"
+    assert node(document, "root.heads.cls").op == "Linear"
+    # the sliced-off layer: its tensors as constants, inside a node named after it
+    assert node(document, "root.layers.2").op == "Graph"
+    assert {each.id for each in document.nodes if each.parent == "root.layers.2"} == {
+        "root.layers.2.weight",
+        "root.layers.2.bias",
+    }
+    back = imported(document)
+    assert set(back.state_dict()) == set(model.state_dict())
+    assert torch.equal(back.state_dict()["layers.2.weight"], model.layers[2].weight)
+    assert_exact(model, back, x)
+    assert_runtimes_agree(document, model, x)
+
+
+class Interleaved(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+        self.ff = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for attn, ff in zip(self.attn, self.ff, strict=True):
+            x = ff(attn(x))
+        return x
+
+
+def test_interleaved_containers_are_flattened() -> None:
+    model = Interleaved()
+    x = torch.randn(2, 4)
+    document = capture(model, ["x"], ["y"], (x,))
+    children = [each.id for each in document.nodes if each.parent == "root"]
+    assert children == ["root.attn_0", "root.ff_0", "root.attn_1", "root.ff_1"]
+    assert_exact(model, imported(document), x)
+
+
+class WithBuffers(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("offset", torch.arange(4.0), persistent=False)
+        self.register_buffer("unused_stat", torch.ones(4))
+        self.spare = nn.Parameter(torch.zeros(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) + self.offset
+
+
+def test_state_dict_keys_survive_non_persistent_buffers_and_unread_state() -> None:
+    model = WithBuffers()
+    x = torch.randn(2, 4)
+    document = capture(model, ["x"], ["y"], (x,))
+    assert node(document, "root.offset").metadata == {"torch_persistent": False}
+    back = imported(document)
+    assert set(back.state_dict()) == set(model.state_dict())  # no 'offset', with 'unused_stat' and 'spare'
+    assert isinstance(back.spare, nn.Parameter)
+    assert_exact(model, back, x)
+
+
+# --- Names torch allows and node ids do not --------------------------------------------------
+
+
+class OddNames(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        body = nn.Sequential()
+        body.add_module("block1-0", nn.Linear(4, 4))
+        body.add_module("block1_0", nn.ReLU())  # what the escaped name would be: taken
+        self.body = body
+        self.heads = nn.ModuleDict({"head one": nn.Linear(4, 2)})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.heads["head one"](self.body(x))
+
+
+def test_odd_attribute_names_are_escaped_and_restored_on_import() -> None:
+    model = OddNames()
+    x = torch.randn(3, 4)
+    document = capture(model, ["x"], ["y"], (x,))
+    children = {each.name: each for each in document.nodes if each.parent == "root.body"}
+    assert set(children) == {"block1_0", "block1_0_1"}
+    escaped = next(each for each in children.values() if each.op == "Linear")
+    assert escaped.name == "block1_0_1"
+    assert escaped.metadata == {"torch_name": "block1-0"}
+    assert children["block1_0"].op == "ReLU"
+    assert children["block1_0"].metadata is None
+    assert node(document, "root.heads.head_one").metadata == {"torch_name": "head one"}
+    back = imported(document)
+    assert set(back.state_dict()) == set(model.state_dict())
+    assert type(back.body) is nn.Sequential
+    assert list(back.body._modules) == ["block1-0", "block1_0"]
+    assert_exact(model, back, x)
+    assert_runtimes_agree(document, model, x)
+
+
+# --- Example inputs: keywords, structures, dynamic sizes ----------------------------------------
+
+
+class KeywordModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(20, 8)
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        hidden = self.proj(self.embed(input_ids))
+        if attention_mask is not None:
+            hidden = hidden * attention_mask.unsqueeze(-1)
+        return hidden
+
+
+def test_a_dict_of_example_inputs_goes_in_as_keyword_arguments() -> None:
+    model = KeywordModel()
+    ids = torch.randint(0, 20, (2, 5))
+    mask = torch.ones(2, 5)
+    mask[1, 3:] = 0
+    document = capture(model, ["input_ids", "attention_mask"], ["hidden"], {"input_ids": ids, "attention_mask": mask})
+    assert document.inputs == ["input_ids", "attention_mask"]
+    assert node(document, "root.embed").inputs == {"x": trama.Ref(trama.INPUT, "input_ids")}
+    back = imported(document)
+    assert_exact(model, back, ids, mask)
+    assert_runtimes_agree(document, model, ids, mask)
+
+
+class Recurrent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(4, 6, batch_first=True)
+
+    def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        out, _ = self.lstm(x, state)
+        return out
+
+
+def test_a_tuple_input_is_taken_apart_by_tuple_get() -> None:
+    model = Recurrent()
+    x, h0, c0 = torch.randn(2, 3, 4), torch.randn(1, 2, 6), torch.randn(1, 2, 6)
+    document = capture(model, ["x", "state"], ["y"], (x, (h0, c0)))
+    assert node(document, "root.state_0").op == "tuple_get"
+    assert node(document, "root.lstm").inputs == {
+        "x": trama.Ref(trama.INPUT, "x"),
+        "h0": trama.Ref("root.state_0", "y"),
+        "c0": trama.Ref("root.state_1", "y"),
+    }
+    back = imported(document)
+    with torch.no_grad():
+        assert torch.equal(back(x, (h0, c0)), model(x, (h0, c0)))
+
+
+class Tokens(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(50, 16)
+        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = self.layer(self.embed(tokens))
+        batch, length, width = hidden.shape
+        flat = hidden.reshape(batch * length, width)  # one symbolic size: written as -1
+        merged = hidden.unsqueeze(2).reshape(batch, length, width)  # two: merging dims is a flatten
+        return self.head(flat).sum(0), merged.mean(1)
+
+
+def test_dynamic_shapes_keep_sizes_symbolic_and_run_at_other_sizes() -> None:
+    model = Tokens()
+    document = capture(
+        model,
+        ["tokens"],
+        ["total", "pooled"],
+        (torch.randint(0, 50, (2, 16)),),
+        dynamic={"tokens": {0: "batch", 1: "seq"}},
+    )
+    assert document.input_facts == [trama.ValueFact("int64", ("batch", "seq"))]
+    assert document.output_facts == [trama.ValueFact("float32", (4,)), trama.ValueFact("float32", ("batch", 16))]
+    reshape = next(each for each in document.nodes if each.op == "reshape")
+    assert slots(document, reshape.id)["shape"] == [-1, 16]
+    flatten = next(each for each in document.nodes if each.op == "flatten")
+    assert slots(document, flatten.id) == {"start_dim": 2, "end_dim": -1}
+    other = torch.randint(0, 50, (3, 24))
+    assert_exact(model, imported(document), other)
+    assert_runtimes_agree(document, model, other)
+
+
+def test_an_axis_the_model_fixes_cannot_be_dynamic() -> None:
+    model = nn.Linear(16, 4)
+    wrapper = nn.Sequential(nn.Flatten(), model)
+    with pytest.raises(trama.ExportError, match=r"axis 1 of 'x' \('width'\) at its example size 16"):
+        capture(wrapper, ["x"], ["y"], (torch.randn(2, 16),), dynamic={"x": {1: "width"}})
+
+
+def test_without_dynamic_shapes_the_facts_say_the_example_sizes() -> None:
+    model = Tokens()
+    document = capture(model, ["tokens"], ["total", "pooled"], (torch.randint(0, 50, (2, 16)),))
+    assert document.input_facts == [trama.ValueFact("int64", (2, 16))]
+    assert document.output_facts == [trama.ValueFact("float32", (4,)), trama.ValueFact("float32", (2, 16))]
+
+
+# --- What capture cannot do: one line, with the module, the op and the source line -------------
+
+
+class Cumulative(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(self.fc(x), dim=1)
+
+
+class Outer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Cumulative()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+def test_an_op_without_catalog_op_is_named_with_the_module_and_the_source_line() -> None:
+    with pytest.raises(trama.ExportError) as caught:
+        capture(Outer(), ["x"], ["y"], (torch.randn(2, 4),))
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1
+    assert f"'inner' ({__name__}.Cumulative)" in message
+    assert "aten.cumsum.default has no catalog op for it yet" in message
+    assert "test_torch_capture.py" in message
+    assert "torch.cumsum(self.fc(x), dim=1)" in message
+    assert caught.value.node_id == "root.inner"
+
+
+class CastsDown(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.float().half()  # the first cast changes nothing, the second is a real cast
+
+
+def test_a_cast_to_the_same_dtype_is_nothing_and_a_real_cast_is_a_named_missing_op() -> None:
+    with pytest.raises(trama.ExportError, match=r"aten\.to\.dtype \(a dtype cast\) has no catalog op for it yet"):
+        capture(CastsDown(), ["x"], ["y"], (torch.randn(2, 3),))
+
+
+class SubclassedLinear(nn.Linear):
+    """A subclass of a catalog class with a forward of its own: not the catalog's Linear."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return F.linear(input.flip(-1), self.weight, self.bias)
+
+
+def test_a_subclass_with_its_own_forward_is_exported_by_its_forward_never_as_the_base_op() -> None:
+    model = nn.Sequential(SubclassedLinear(4, 2))
+    with pytest.raises(trama.ExportError) as caught:
+        capture(model, ["x"], ["y"], (torch.randn(3, 4),))
+    assert f"({__name__}.SubclassedLinear)" in str(caught.value)
+    assert "aten.flip.default has no catalog op" in str(caught.value)
+
+
+class Regions(nn.Module):
+    """``forward`` switches gradients off for a part (transformers' rotary embeddings do), which
+    torch.export wraps in a submodule of its graph; optionally it switches autocast on."""
+
+    def __init__(self, autocast: bool) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.autocast = autocast
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            scale = torch.sigmoid(x) * 2
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
+            y = self.fc(x)
+        return y * scale
+
+
+def test_a_region_without_gradients_is_part_of_its_module_and_autocast_is_a_named_missing_cast() -> None:
+    model = Regions(autocast=False)
+    x = torch.randn(2, 4)
+    document = capture(model, ["x"], ["y"], (x,))
+    assert {each.op for each in document.nodes if each.parent == "root"} == {"sigmoid", "mul", "Linear"}
+    assert_exact(model, imported(document), x)
+    with pytest.raises(trama.ExportError, match=r"switches torch\.autocast on, which casts dtypes"):
+        capture(Regions(autocast=True), ["x"], ["y"], (x,))
+
+
+class DataDependent(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+
+class HoldsDataDependent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = DataDependent()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gate(x) + 1
+
+
+def test_data_dependent_control_flow_names_the_module_the_line_and_what_to_do() -> None:
+    with pytest.raises(trama.ExportError) as caught:
+        capture(HoldsDataDependent(), ["x"], ["y"], (torch.randn(2, 3),))
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1
+    assert f"'gate' ({__name__}.DataDependent)" in message
+    assert "test_torch_capture.py" in message
+    assert "if x.sum() > 0:" in message
+    assert "branches on a tensor's values" in message
+    assert "shapes, dtypes or settings" in message
+
+
+class ReadsShape(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x).view(x.size(0), -1)
+
+
+def test_without_example_inputs_the_fx_path_is_unchanged_and_its_errors_point_to_capture() -> None:
+    model = ReadsShape()
+    with pytest.raises(trama.ExportError, match="pass example_inputs="):
+        trama.export_model(model, inputs=["x"], outputs=["y"])
+    document = capture(model, ["x"], ["y"], (torch.randn(2, 4),))  # the same model, captured
+    assert_exact(model, imported(document), torch.randn(2, 4))
+
+
+def test_a_leaf_refusal_gets_no_hint_that_cannot_apply() -> None:
+    model = nn.Sequential(nn.Linear(4, 4))
+    model[0].register_forward_hook(lambda module, args, result: None)
+    with pytest.raises(trama.ExportError) as caught:
+        trama.export_model(model, inputs=["x"], outputs=["y"])
+    assert "forward hooks" in str(caught.value)
+    assert "example_inputs" not in str(caught.value)
