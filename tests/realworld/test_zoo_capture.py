@@ -82,8 +82,7 @@ def test_capture_round_trips_or_names_the_missing_op(entry: RealModel) -> None:
         assert torch.equal(have, want)
     for name in RUNTIMES:
         package = {"numpy": "trama_numpy", "torch:cpu": "trama_torch", "jax:cpu": "trama_jax"}[name]
-        if importlib.util.find_spec(package) is None:
-            continue
+        assert importlib.util.find_spec(package) is not None, f"{package} must be installed to run the zoo"
         known = KNOWN.get((entry.name, name))
         try:
             outputs = trama.runtime_for_name(name).prepare(document).run([value.numpy() for value in inputs])
