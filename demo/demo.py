@@ -5,7 +5,8 @@ Run with ``make demo`` (which sets up .venv first). The model is a small convolu
 with batch normalisation and a residual block, written as any torch user would write it; nothing
 in it knows about trama. The demo
 
-1. exports it with ``trama.export_model`` (no registry passed: trama-torch is discovered),
+1. exports it with ``trama.export_model`` and an example input (no registry passed: trama-torch
+   is discovered and captures the model with ``torch.export``, the batch size left symbolic),
 2. saves it as ``.trama.json`` and prints its size, its SSA text and a summary,
 3. loads it back, validates it against every installed catalog and imports it as torch modules,
 4. runs the file on every installed CPU runtime (numpy, torch:cpu, jax:cpu) and compares each
@@ -74,7 +75,9 @@ def main() -> int:
     with torch.inference_mode():
         expected = original(x).numpy()
 
-    model = trama.export_model(original, inputs=["x"], outputs=["y"])
+    model = trama.export_model(
+        original, inputs=["x"], outputs=["y"], example_inputs=(x,), dynamic_shapes={"x": {0: "batch"}}
+    )
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "smallnet.trama.json"
         trama.dump(model, path)
@@ -86,7 +89,7 @@ def main() -> int:
         print("validated against every installed catalog: ok\n")
         print(render_summary(summarize(loaded)))
 
-        imported = trama.import_model(loaded, registry=trama.registry("torch"))
+        imported = trama.import_model(loaded)  # the file names torch as its framework
         print(f"\nimported as torch modules: {type(imported).__name__} with {len(imported.state_dict())} tensors")
 
         worst = 0.0
