@@ -490,6 +490,39 @@ def test_a_tuple_input_is_taken_apart_by_tuple_get() -> None:
         assert torch.equal(back(x, (h0, c0)), model(x, (h0, c0)))
 
 
+class Nested(nn.Module):
+    def forward(self, x: torch.Tensor, pair: tuple[tuple[torch.Tensor, torch.Tensor], list[torch.Tensor]]) -> Any:
+        (a, b), c = pair
+        return x + a * b - c[0] + c[1]
+
+
+def test_nested_tuples_and_lists_in_one_input_are_taken_apart_and_run_as_tuples() -> None:
+    model = Nested()
+    x = torch.randn(3)
+    pair = ((torch.randn(3), torch.randn(3)), [torch.randn(3), torch.randn(3)])
+    document = capture(model, ["x", "pair"], ["y"], (x, pair))
+    assert node(document, "root.pair_1_0").op == "tuple_get"
+    assert node(document, "root.pair_1_0").inputs == {"x": trama.Ref("root.pair_1", "y")}
+    with torch.no_grad():
+        expected = model(x, pair)
+        assert torch.equal(imported(document)(x, pair), expected)
+    as_arrays = ((pair[0][0].numpy(), pair[0][1].numpy()), (pair[1][0].numpy(), pair[1][1].numpy()))
+    for name in RUNTIMES:
+        if runtime_available(name):
+            (got,) = trama.runtime_for_name(name).prepare(document).run([x.numpy(), as_arrays])
+            assert np.allclose(np.asarray(got), expected.numpy(), atol=1e-6), name
+
+
+class Batched(nn.Module):
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return batch["image"] * batch["scale"]
+
+
+def test_a_dict_inside_one_input_is_refused_saying_what_a_model_input_can_be() -> None:
+    with pytest.raises(trama.ExportError, match=r"its input 'batch' is a dict of tensors, which a model input cannot"):
+        capture(Batched(), ["batch"], ["y"], ({"image": torch.randn(2), "scale": torch.randn(2)},))
+
+
 class Tokens(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -523,6 +556,83 @@ def test_dynamic_shapes_keep_sizes_symbolic_and_run_at_other_sizes() -> None:
     other = torch.randint(0, 50, (3, 24))
     assert_exact(model, imported(document), other)
     assert_runtimes_agree(document, model, other)
+
+
+class Encoded(nn.Module):
+    """An ``nn.TransformerEncoder`` called with both masks, between modules of the model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(8, 16)
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(16), enable_nested_tensor=False)
+
+    def forward(self, x: torch.Tensor, causal: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+        # is_causal=False: left None, torch compares the mask with a causal one, a branch on values
+        hidden: torch.Tensor = self.encoder(self.embed(x), mask=causal, src_key_padding_mask=padding, is_causal=False)
+        return hidden
+
+
+def test_a_transformer_encoder_is_the_catalog_composite_of_its_layers() -> None:
+    model = Encoded()
+    x = torch.randn(2, 5, 8)
+    causal = torch.ones(5, 5, dtype=torch.bool).triu(1)  # of the padding mask's type, as torch asks
+    padding = torch.zeros(2, 5, dtype=torch.bool)
+    padding[1, 3:] = True
+    document = capture(model, ["x", "causal", "padding"], ["y"], (x, causal, padding))
+    encoder = node(document, "root.encoder")
+    assert encoder.op == "TransformerEncoder"
+    assert encoder.inputs == {
+        "src": trama.Ref("root.embed", "y"),
+        "mask": trama.Ref(trama.INPUT, "causal"),
+        "src_key_padding_mask": trama.Ref(trama.INPUT, "padding"),
+    }
+    assert slots(document, "root.encoder") == {"enable_nested_tensor": False, "mask_check": True}
+    children = [each for each in document.nodes if each.id.startswith("root.encoder.")]
+    assert [(each.id, each.op) for each in children] == [
+        ("root.encoder.layers_0", "TransformerEncoderLayer"),
+        ("root.encoder.layers_1", "TransformerEncoderLayer"),
+        ("root.encoder.norm", "LayerNorm"),
+    ]
+    assert children[1].inputs == {
+        "src": trama.Ref("root.encoder.layers_0", "y"),
+        "src_mask": trama.Ref(trama.INPUT, "mask"),
+        "src_key_padding_mask": trama.Ref(trama.INPUT, "src_key_padding_mask"),
+    }
+    back = imported(document)
+    assert type(back.encoder) is nn.TransformerEncoder
+    assert list(back.state_dict()) == list(model.state_dict())
+    assert_exact(model, back, x, causal, padding)
+    assert_runtimes_agree(document, model, x, causal, padding)
+
+
+def test_a_transformer_encoder_model_is_the_composite_and_keeps_its_sizes_symbolic() -> None:
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True, norm_first=True)
+    model = nn.TransformerEncoder(layer, 3, enable_nested_tensor=False)
+    document = capture(model, ["src"], ["y"], (torch.randn(2, 6, 16),), dynamic={"src": {0: "batch", 1: "seq"}})
+    assert node(document, "root").op == "TransformerEncoder"
+    assert [each.id for each in document.nodes] == ["root", "root.layers_0", "root.layers_1", "root.layers_2"]
+    assert document.input_facts == [trama.ValueFact("float32", ("batch", "seq", 16))]
+    other = torch.randn(3, 9, 16)
+    back = imported(document)
+    assert list(back.state_dict()) == list(model.state_dict())
+    assert_exact(model, back, other)
+    assert_runtimes_agree(document, model, other)
+
+
+class OwnEncoder(nn.TransformerEncoder):
+    def forward(self, src: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:  # type: ignore[override]
+        return super().forward(src) * 2.0
+
+
+def test_a_transformer_encoder_with_a_forward_of_its_own_is_captured_by_that_forward() -> None:
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    model = nn.Sequential(nn.Linear(16, 16), OwnEncoder(layer, 2, enable_nested_tensor=False))
+    x = torch.randn(2, 5, 16)
+    document = capture(model, ["x"], ["y"], (x,))
+    assert node(document, "root.1").op == "Graph"
+    assert node(document, "root.1.layers").op == "Graph"
+    assert_exact(model, imported(document), x)
 
 
 def test_an_axis_the_model_fixes_cannot_be_dynamic() -> None:

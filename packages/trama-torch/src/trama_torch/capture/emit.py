@@ -6,6 +6,8 @@ took and gave. This module writes the nodes:
 * a catalog leaf call (``nn.Linear``, ``nn.LayerNorm``, ``nn.MultiheadAttention``…) is its op with
   its constructor settings (:func:`trama_torch.leaves.export_leaf`); its whole inside collapses,
   its ports are its ``forward`` arguments and its outputs what it returned;
+* an ``nn.TransformerEncoder`` of ``TransformerEncoderLayer``\\ s running torch's ``forward`` is
+  the catalog's ``TransformerEncoder`` composite of its layers' leaves (:func:`encoder_fragment`);
 * any other call is a ``Graph`` named after the module's attribute, whose children are its
   submodule calls and the catalog function ops of the aten ops it runs itself
   (:mod:`trama_torch.capture.aten`); its ports are named after ``forward``'s parameters and its
@@ -48,6 +50,7 @@ from trama_torch.capture.tree import (
     TensorArg,
     WrappedRegionError,
     inline_wrapped,
+    plain_encoder,
     tensor_leaves,
 )
 from trama_torch.capture.values import ConstTensor, Several, StateTensor, Sym, Wire
@@ -251,6 +254,8 @@ class Capture:
         wires = [node for node in entering if node not in self.placeholders and node not in by_value]
         if call.opaque == "leaf":
             return self._leaf_interface(call, wires, by_value, escaping)
+        if call.opaque == "encoder":
+            return self._encoder_interface(call, wires, escaping)
         ports = self._forward_ports(call)
         taken = Names({name for name, _ in ports})
         bound = {node for _, node in ports}
@@ -331,6 +336,29 @@ class Capture:
                 f"op {op} cannot record",
             )
         return Interface(ports, by_value, outputs, constants=dict(constants))
+
+    def _encoder_interface(self, call: Call, wires: list[fx.Node], escaping: list[fx.Node]) -> Interface:
+        """An ``nn.TransformerEncoder`` as the catalog's composite: ports ``src``, ``mask`` and
+        ``src_key_padding_mask`` as ``forward`` names them (``is_causal`` is a hint about the mask,
+        which the node holds itself), output ``y``."""
+        ports = self._forward_ports(call)
+        names = [name for name, _ in ports]
+        if "src" not in names or not set(names) <= set(_ENCODER_LAYER_PORTS):
+            raise self.error(
+                call, f"is called with the tensors {names}, where TransformerEncoder takes {_ENCODER_PORTS}"
+            )
+        if not isinstance(call.result, TensorArg):
+            raise self.error(call, f"returned {type(call.result).__name__}, where TransformerEncoder gives one tensor")
+        result = call.result.node
+        stray = [node.name for node in wires if node not in {node for _, node in ports}]
+        leaked = [node.name for node in escaping if node is not result]
+        if stray or leaked:
+            raise self.error(
+                call,
+                f"its computation reads {stray} or leaves {leaked} outside its arguments and result, which the "
+                "catalog's TransformerEncoder cannot record",
+            )
+        return Interface(ports, [], [("y", result)])
 
     def _match(self, structure: Any, value: Any, outputs: list[tuple[str, fx.Node]], call: Call) -> None:
         if isinstance(structure, str):
@@ -450,6 +478,10 @@ class Capture:
             )
         interface = Interface([], [], [(name, leaf.node) for name, leaf in zip(asked, results, strict=True)])
         self.interfaces[root] = interface
+        encoder = self._root_encoder(ctx, root, asked)
+        if encoder is not None:
+            ctx.record_facts(*self._facts(ctx, root))
+            return encoder
         chained = self._root_chain(ctx, root, seeds, asked)
         if chained is not None:
             seeds = {chained: Wire(Ref(INPUT, "x"))}
@@ -459,6 +491,34 @@ class Capture:
             fragment.inputs = {"x": next(iter(ctx.inputs.values()))}
         self.place_dormant()
         ctx.record_facts(*self._facts(ctx, root))
+        return fragment
+
+    def _root_encoder(self, ctx: ExportContext, root: Call, asked: list[str]) -> NodeFragment | None:
+        """The model itself as the catalog's ``TransformerEncoder`` when it is a
+        :func:`~trama_torch.capture.tree.plain_encoder` called with model inputs as its tensors
+        and asked for its one output ``y``, else ``None`` (a ``Graph``)."""
+        encoder = root.module
+        if asked != ["y"] or not plain_encoder(encoder) or not isinstance(root.result, TensorArg):
+            return None
+        assert isinstance(encoder, nn.TransformerEncoder)
+        given = {node: name for node, name in self._root_inputs(root)}
+        if len(given) != len(ctx.inputs):
+            return None  # an input that is not one tensor
+        try:
+            bound = inspect.signature(encoder.forward).bind(*root.args, **root.kwargs).arguments
+        except TypeError:
+            return None
+        inputs: dict[str, Ref] = {}
+        for port, value in bound.items():
+            if isinstance(value, TensorArg):
+                if port not in _ENCODER_LAYER_PORTS or value.node not in given:
+                    return None
+                inputs[port] = ctx.inputs[given[value.node]]
+        if "src" not in inputs:
+            return None
+        fragment = encoder_fragment(encoder, ctx, list(inputs))
+        fragment.inputs = inputs
+        self.covered.update(id(tensor) for tensor in encoder.state_dict(keep_vars=True).values())
         return fragment
 
     def _root_chain(
@@ -508,7 +568,11 @@ class Capture:
                 refs = ctx.child(local, _made(fragment), {"x": wire.ref}, ["y"])
                 self._seed(ctx, names, local, Wire(refs["y"]), item, seeds, root)
         elif isinstance(value, Mapping) and tensor_leaves(value):
-            raise self.error(root, f"its input {name!r} is a dict of tensors; give its tensors as inputs of their own")
+            raise self.error(
+                root,
+                f"its input {name!r} is a dict of tensors, which a model input cannot be (a tensor, or a tuple "
+                "that tuple_get takes apart); give its tensors as inputs of their own",
+            )
 
     def scope_fragment(
         self, ctx: ExportContext, call: Call, seeds: Mapping[fx.Node, Any], names: Names
@@ -677,6 +741,35 @@ class Capture:
         else:
             pairs = list(zip(root.args, self.captured.examples, strict=False))
         return [(value.node, name) for value, name in pairs if isinstance(value, TensorArg)]
+
+
+#: The ports of the catalog's ``TransformerEncoder`` (``forward``'s names) and the port of each
+#: layer that reads them.
+_ENCODER_LAYER_PORTS = {"src": "src", "mask": "src_mask", "src_key_padding_mask": "src_key_padding_mask"}
+_ENCODER_PORTS = "(src, [mask], [src_key_padding_mask])"
+
+
+def encoder_fragment(encoder: nn.TransformerEncoder, ctx: ExportContext, ports: list[str]) -> NodeFragment:
+    """The catalog's ``TransformerEncoder`` (a :func:`trama_torch.capture.tree.plain_encoder`):
+    children ``layers_0``, … each reading the previous one's ``y`` and the encoder's masks, then
+    ``norm``, each exported as its leaf; ``ports`` are the encoder's connected ports."""
+    masks = {_ENCODER_LAYER_PORTS[port]: Ref(INPUT, port) for port in ports if port != "src"}
+    current = Ref(INPUT, "src")
+    for index, layer in enumerate(encoder.layers):
+        leaf = _Fixed(functools.partial(_leaf_fragment, layer))
+        current = ctx.child(f"layers_{index}", leaf, {"src": current, **masks})["y"]
+    if encoder.norm is not None:
+        current = ctx.child("norm", _Fixed(functools.partial(_leaf_fragment, encoder.norm)), {"x": current})["y"]
+    return NodeFragment(
+        "TransformerEncoder",
+        outputs=["y"],
+        parameters={"enable_nested_tensor": bool(encoder.enable_nested_tensor), "mask_check": bool(encoder.mask_check)},
+        output_bindings={"y": current},
+    )
+
+
+def _leaf_fragment(module: nn.Module, ctx: ExportContext) -> NodeFragment:
+    return leaves.export_leaf(module, ctx, None)
 
 
 def _made(fragment: NodeFragment) -> _Fixed:
@@ -890,7 +983,7 @@ class _Level:
         interface = capture.interface(call)
         name, extra = self._node_name(unit)
         values = [(port, self.source(unit, node)) for port, node in interface.ports]
-        if call.opaque == "leaf":
+        if call.opaque in ("leaf", "encoder"):
             refs = self._leaf(call, name, extra, values, interface)
         elif call.opaque == "exportable":
             inputs = {port: self.materialize(value, port, call).ref for port, value in values}
@@ -923,7 +1016,10 @@ class _Level:
         constants = interface.constants or None
 
         def make(child: ExportContext) -> NodeFragment:
-            fragment = leaves.export_leaf(module, child, constants)
+            if isinstance(module, nn.TransformerEncoder) and call.opaque == "encoder":
+                fragment = encoder_fragment(module, child, list(inputs))
+            else:
+                fragment = leaves.export_leaf(module, child, constants)
             return _with_meta(fragment, extra)
 
         refs = self.ctx.child(name, _Fixed(make), inputs)

@@ -45,6 +45,7 @@ __all__ = [
     "inline_wrapped",
     "module_paths",
     "opaque_kind",
+    "plain_encoder",
 ]
 
 #: Node meta keys stamped while tracing: the index of the call that made the node, and its order.
@@ -67,17 +68,48 @@ class Symbolic:
 
 
 def opaque_kind(module: nn.Module) -> str | None:
-    """``"leaf"`` for a catalog leaf module (its whole inside is its op), ``"exportable"`` for a
-    module with its own ``to_node`` or whose class comes from an op pack with exporters (both
-    are handed whole to ``ctx.child``, so the pack's exporter is asked before trama-torch's, as
-    without capture), ``None`` for a module whose inside the tree shows."""
+    """``"leaf"`` for a catalog leaf module (its whole inside is its op), ``"encoder"`` for an
+    ``nn.TransformerEncoder`` the catalog's composite holds (:func:`plain_encoder`),
+    ``"exportable"`` for a module with its own ``to_node`` or whose class comes from an op pack
+    with exporters (both are handed whole to ``ctx.child``, so the pack's exporter is asked before
+    trama-torch's, as without capture), ``None`` for a module whose inside the tree shows."""
     if callable(getattr(module, "to_node", None)):
         return "exportable"
     if leaves.leaf_op(module) is not None:
         return "leaf"
+    if plain_encoder(module):
+        return "encoder"
     if type(module).__module__.partition(".")[0] in _exporting_packages():
         return "exportable"
     return None
+
+
+def plain_encoder(module: nn.Module) -> bool:
+    """Whether ``module`` is an ``nn.TransformerEncoder`` running torch's own ``forward`` over
+    catalog ``TransformerEncoderLayer``\\ s (and a catalog leaf ``norm`` from ``x`` to ``y``, or
+    none): the catalog's ``TransformerEncoder`` composite, whose wiring is that ``forward``, so
+    the document reads as the source does (``layers_0``, ``layers_1``, ``norm``) instead of a
+    ``Graph`` of the mask handling torch runs inside it."""
+    if not isinstance(module, nn.TransformerEncoder) or type(module).forward is not nn.TransformerEncoder.forward:
+        return False
+    layers = list(module.layers)
+    if not layers or any(leaves.leaf_op(layer) != "TransformerEncoderLayer" for layer in layers):
+        return False
+    norm = module.norm
+    if norm is None:
+        return True
+    op = leaves.leaf_op(norm)
+    if op is None or leaves.leaf_result_structure(op) != "y":
+        return False
+    try:
+        ports, _ = leaves.bind_leaf_call(op, (_Marker(),), {})
+    except Exception:
+        return False
+    return list(ports) == ["x"]
+
+
+class _Marker:
+    """A stand-in tensor argument, to ask which port a leaf's first argument binds to."""
 
 
 def _exporting_packages() -> frozenset[str]:
