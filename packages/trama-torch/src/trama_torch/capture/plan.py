@@ -19,10 +19,11 @@ order as that allows.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from trama_torch.ordering import dependency_order
 
 __all__ = ["Group", "Plan", "Unit", "plan_units"]
 
@@ -160,35 +161,7 @@ def _ordered(units: list[Unit], owner: dict[Unit, str], containers: dict[str, Gr
     """The units (a container standing for all of its own) in an order where each comes after
     what it reads, as close to the program's order as that allows."""
     unit_of: dict[Unit, Unit | Group] = {unit: containers[owner[unit]] if unit in owner else unit for unit in units}
-    rank: dict[int, float] = {}
-    for unit in units:
-        key = id(unit_of[unit])
-        rank[key] = min(rank.get(key, unit.position), unit.position)
-    needs: dict[int, set[int]] = {}
-    by_key: dict[int, Unit | Group] = {}
-    for unit in units:
-        each = unit_of[unit]
-        by_key[id(each)] = each
-        needs.setdefault(id(each), set())
-        for used in unit.reads:
-            if used in unit_of and unit_of[used] is not each:
-                needs[id(each)].add(id(unit_of[used]))
-    users: dict[int, set[int]] = {key: set() for key in needs}
-    for key, needed in needs.items():
-        for other in needed:
-            users[other].add(key)
-    waiting = {key: len(needed) for key, needed in needs.items()}
-    ready = [(rank[key], key) for key, count in waiting.items() if count == 0]
-    heapq.heapify(ready)
-    order: list[Unit | Group] = []
-    while ready:
-        _, key = heapq.heappop(ready)
-        order.append(by_key[key])
-        for user in users[key]:
-            waiting[user] -= 1
-            if waiting[user] == 0:
-                heapq.heappush(ready, (rank[user], user))
-    if len(order) != len(needs):
-        stuck = [each.path for key, each in by_key.items() if waiting[key] > 0 and isinstance(each, Group)]
-        raise _Interleaved(stuck)
+    order, stuck = dependency_order(units, unit_of, lambda unit: unit.reads, lambda unit: unit.position)
+    if stuck:
+        raise _Interleaved([each.path for each in stuck if isinstance(each, Group)])
     return order

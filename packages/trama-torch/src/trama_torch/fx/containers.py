@@ -26,11 +26,12 @@ anything is exported: a container's inputs must be known when its node is create
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch.fx as fx
+
+from trama_torch.ordering import dependency_order
 
 __all__ = ["Plan", "Scope", "plan_scopes"]
 
@@ -198,35 +199,7 @@ def _ordered(
     unit_of: dict[fx.Node, fx.Node | Scope] = {
         node: containers[owner[node]] if node in owner else node for node in nodes
     }
-    rank: dict[int, int] = {}
-    for node in nodes:
-        key = id(unit_of[node])
-        rank[key] = min(rank.get(key, _position(node)), _position(node))
-    needs: dict[int, set[int]] = {}
-    by_key: dict[int, fx.Node | Scope] = {}
-    for node in nodes:
-        unit = unit_of[node]
-        by_key[id(unit)] = unit
-        needs.setdefault(id(unit), set())
-        for used in node.all_input_nodes:
-            if used in unit_of and unit_of[used] is not unit:
-                needs[id(unit)].add(id(unit_of[used]))
-    users: dict[int, set[int]] = {key: set() for key in needs}
-    for key, needed in needs.items():
-        for other in needed:
-            users[other].add(key)
-    waiting = {key: len(needed) for key, needed in needs.items()}
-    ready = [(rank[key], key) for key, count in waiting.items() if count == 0]
-    heapq.heapify(ready)
-    order: list[fx.Node | Scope] = []
-    while ready:
-        _, key = heapq.heappop(ready)
-        order.append(by_key[key])
-        for user in users[key]:
-            waiting[user] -= 1
-            if waiting[user] == 0:
-                heapq.heappush(ready, (rank[user], user))
-    if len(order) != len(needs):
-        stuck = [unit.path for key, unit in by_key.items() if waiting[key] > 0 and isinstance(unit, Scope)]
-        raise _Interleaved(stuck)
+    order, stuck = dependency_order(nodes, unit_of, lambda node: node.all_input_nodes, _position)
+    if stuck:
+        raise _Interleaved([each.path for each in stuck if isinstance(each, Scope)])
     return order
