@@ -19,11 +19,11 @@ order as that allows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trama_torch.ordering import dependency_order
+from trama_torch.ordering import plan_containers
 
 __all__ = ["Group", "Plan", "Unit", "plan_units"]
 
@@ -71,97 +71,31 @@ class Plan:
     flattened: list[str]
 
 
-class _Interleaved(Exception):
-    def __init__(self, paths: list[tuple[str, ...]]) -> None:
-        super().__init__(paths)
-        self.paths = paths
+class _Units:
+    """How the planner reads units."""
+
+    @staticmethod
+    def reads(unit: Unit) -> Iterable[Unit]:
+        return unit.reads
+
+    @staticmethod
+    def users(unit: Unit) -> Iterable[Unit]:
+        return unit.users
+
+    @staticmethod
+    def is_call(unit: Unit) -> bool:
+        return unit.is_call
+
+    @staticmethod
+    def position(unit: Unit) -> float:
+        return unit.position
 
 
 def plan_units(units: list[Unit]) -> Plan:
-    """Plan one scope: ``units`` in program order, each call with its ``place``."""
+    """Plan one scope: ``units`` in program order, each call with its ``place``
+    (:func:`trama_torch.ordering.plan_containers`, the rules of the fx exporter's containers)."""
     places = {unit: unit.place for unit in units if unit.is_call}
-    flattened: list[str] = []
-    while True:
-        home = {unit: places[unit][:-1] if unit in places else () for unit in units}
-        try:
-            root = _plan((), list(units), home)
-        except _Interleaved as clash:
-            if not clash.paths:
-                raise RuntimeError("the scope's units depend on each other in a cycle") from None
-            for path in clash.paths:
-                _flatten(places, path)
-                flattened.append(".".join(path))
-            continue
-        return Plan(root, {unit: place[-1] for unit, place in places.items()}, flattened)
-
-
-def _flatten(places: dict[Unit, tuple[str, ...]], path: tuple[str, ...]) -> None:
-    depth = len(path)
-    for unit, place in places.items():
-        if place[:depth] == path and len(place) > depth:
-            places[unit] = (*path[:-1], f"{path[-1]}_{place[depth]}", *place[depth + 1 :])
-
-
-def _plan(path: tuple[str, ...], units: list[Unit], home: dict[Unit, tuple[str, ...]]) -> Group:
-    depth = len(path)
-    members = set(units)
-    groups: dict[str, list[Unit]] = {}
-    for unit in units:
-        if len(home[unit]) > depth:
-            groups.setdefault(home[unit][depth], []).append(unit)
-    owner: dict[Unit, str] = {}
-    for segment, group in groups.items():
-        for unit in _between(group, members):
-            clash = _clash(unit, segment, owner, home, depth)
-            if clash is not None:
-                raise _Interleaved([(*path, name) for name in clash])
-            owner[unit] = segment
-    scope = Group(path, members=set(units))
-    inner: dict[str, list[Unit]] = {}
-    for unit in units:
-        if unit in owner:
-            if len(home[unit]) == depth:  # an op between two items: it moves in
-                home[unit] = (*path, owner[unit])
-            inner.setdefault(owner[unit], []).append(unit)
-    containers = {segment: _plan((*path, segment), inside, home) for segment, inside in inner.items()}
-    scope.units = _ordered(units, owner, containers)
-    return scope
-
-
-def _between(group: list[Unit], members: set[Unit]) -> set[Unit]:
-    after = _reach(group, members, lambda unit: unit.users)
-    before = _reach(group, members, lambda unit: unit.reads)
-    return set(group) | (after & before)
-
-
-def _reach(start: Iterable[Unit], members: set[Unit], step: Callable[[Unit], Iterable[Unit]]) -> set[Unit]:
-    seen: set[Unit] = set()
-    stack = list(start)
-    while stack:
-        for following in step(stack.pop()):
-            if following in members and following not in seen:
-                seen.add(following)
-                stack.append(following)
-    return seen
-
-
-def _clash(
-    unit: Unit, segment: str, owner: dict[Unit, str], home: dict[Unit, tuple[str, ...]], depth: int
-) -> list[str] | None:
-    if unit in owner and owner[unit] != segment:
-        return [segment, owner[unit]]
-    if unit.is_call and len(home[unit]) == depth:
-        return [segment]
-    if unit.is_call and home[unit][depth] != segment:
-        return [segment, home[unit][depth]]
-    return None
-
-
-def _ordered(units: list[Unit], owner: dict[Unit, str], containers: dict[str, Group]) -> list[Unit | Group]:
-    """The units (a container standing for all of its own) in an order where each comes after
-    what it reads, as close to the program's order as that allows."""
-    unit_of: dict[Unit, Unit | Group] = {unit: containers[owner[unit]] if unit in owner else unit for unit in units}
-    order, stuck = dependency_order(units, unit_of, lambda unit: unit.reads, lambda unit: unit.position)
-    if stuck:
-        raise _Interleaved([each.path for each in stuck if isinstance(each, Group)])
-    return order
+    root, names, flattened = plan_containers(
+        units, places, _Units(), lambda path, members: Group(path, members=members)
+    )
+    return Plan(root, names, flattened)

@@ -26,12 +26,12 @@ anything is exported: a container's inputs must be known when its node is create
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch.fx as fx
 
-from trama_torch.ordering import dependency_order
+from trama_torch.ordering import plan_containers
 
 __all__ = ["Plan", "Scope", "plan_scopes"]
 
@@ -91,16 +91,28 @@ class Plan:
     flattened: list[str]
 
 
-class _Interleaved(Exception):
-    """Planning found containers whose items interleave with other calls (see the module doc)."""
+class _FxNodes:
+    """How the planner reads fx nodes."""
 
-    def __init__(self, paths: list[tuple[str, ...]]) -> None:
-        super().__init__(paths)
-        self.paths = paths
+    @staticmethod
+    def reads(node: fx.Node) -> Iterable[fx.Node]:
+        return node.all_input_nodes
+
+    @staticmethod
+    def users(node: fx.Node) -> Iterable[fx.Node]:
+        return node.users
+
+    @staticmethod
+    def is_call(node: fx.Node) -> bool:
+        return node.op == "call_module"
+
+    @staticmethod
+    def position(node: fx.Node) -> float:
+        return _position(node)
 
 
 def plan_scopes(nodes: Sequence[fx.Node], places: Mapping[fx.Node, tuple[str, ...]]) -> Plan:
-    """Plan the scopes of a traced module.
+    """Plan the scopes of a traced module (:func:`trama_torch.ordering.plan_containers`).
 
     ``nodes`` are the fx nodes to evaluate (live module and function calls, in graph order);
     ``places`` gives each module call's path below the module, split (``("layers", "0")``): its
@@ -109,97 +121,7 @@ def plan_scopes(nodes: Sequence[fx.Node], places: Mapping[fx.Node, tuple[str, ..
     if nodes:
         for position, node in enumerate(nodes[0].graph.nodes):
             node.meta["trama_position"] = position
-    parts = dict(places)
-    flattened: list[str] = []
-    while True:
-        home = {node: parts[node][:-1] if node in parts else () for node in nodes}
-        try:
-            root = _plan((), list(nodes), home)
-        except _Interleaved as clash:
-            for path in clash.paths:
-                _flatten(parts, path)
-                flattened.append(".".join(path))
-            continue
-        return Plan(root, {node: place[-1] for node, place in parts.items()}, flattened)
-
-
-def _flatten(parts: dict[fx.Node, tuple[str, ...]], path: tuple[str, ...]) -> None:
-    """Merge the container ``path`` into the segment after it: ``attn.0`` becomes ``attn_0``."""
-    depth = len(path)
-    for node, place in parts.items():
-        if place[:depth] == path and len(place) > depth:
-            parts[node] = (*path[:-1], f"{path[-1]}_{place[depth]}", *place[depth + 1 :])
-
-
-def _plan(path: tuple[str, ...], nodes: list[fx.Node], home: dict[fx.Node, tuple[str, ...]]) -> Scope:
-    depth = len(path)
-    members = set(nodes)
-    groups: dict[str, list[fx.Node]] = {}
-    for node in nodes:
-        if len(home[node]) > depth:
-            groups.setdefault(home[node][depth], []).append(node)
-    owner: dict[fx.Node, str] = {}
-    for segment, group in groups.items():
-        for node in _between(group, members):
-            clash = _clash(node, segment, owner, home, depth)
-            if clash is not None:
-                raise _Interleaved([(*path, name) for name in clash])
-            owner[node] = segment
-    scope = Scope(path, nodes=set(nodes))
-    inner: dict[str, list[fx.Node]] = {}
-    for node in nodes:
-        if node in owner:
-            if len(home[node]) == depth:  # a function between two items: it moves in
-                home[node] = (*path, owner[node])
-            inner.setdefault(owner[node], []).append(node)
-    containers = {segment: _plan((*path, segment), members_of, home) for segment, members_of in inner.items()}
-    scope.units = _ordered(nodes, owner, containers)
-    return scope
-
-
-def _between(group: list[fx.Node], members: set[fx.Node]) -> set[fx.Node]:
-    """The group plus every node on a path from one of its nodes to another (within ``members``)."""
-    after = _reach(group, members, lambda node: node.users)
-    before = _reach(group, members, lambda node: node.all_input_nodes)
-    return set(group) | (after & before)
-
-
-def _reach(
-    start: Iterable[fx.Node], members: set[fx.Node], step: Callable[[fx.Node], Iterable[fx.Node]]
-) -> set[fx.Node]:
-    seen: set[fx.Node] = set()
-    stack = list(start)
-    while stack:
-        for following in step(stack.pop()):
-            if following in members and following not in seen:
-                seen.add(following)
-                stack.append(following)
-    return seen
-
-
-def _clash(
-    node: fx.Node, segment: str, owner: Mapping[fx.Node, str], home: Mapping[fx.Node, tuple[str, ...]], depth: int
-) -> list[str] | None:
-    """The containers to flatten when ``node``, which runs between two items of ``segment``,
-    cannot move inside it: ``segment`` itself, and the container ``node`` belongs to."""
-    if node in owner and owner[node] != segment:
-        return [segment, owner[node]]
-    if node.op == "call_module" and len(home[node]) == depth:
-        return [segment]  # a call of the scope's own
-    if node.op == "call_module" and home[node][depth] != segment:
-        return [segment, home[node][depth]]
-    return None
-
-
-def _ordered(
-    nodes: list[fx.Node], owner: Mapping[fx.Node, str], containers: Mapping[str, Scope]
-) -> list[fx.Node | Scope]:
-    """The scope's units in an order where each comes after what it reads, as close to the
-    trace's order as that allows (each unit ranks by its first node)."""
-    unit_of: dict[fx.Node, fx.Node | Scope] = {
-        node: containers[owner[node]] if node in owner else node for node in nodes
-    }
-    order, stuck = dependency_order(nodes, unit_of, lambda node: node.all_input_nodes, _position)
-    if stuck:
-        raise _Interleaved([each.path for each in stuck if isinstance(each, Scope)])
-    return order
+    root, names, flattened = plan_containers(
+        nodes, places, _FxNodes(), lambda path, members: Scope(path, nodes=members)
+    )
+    return Plan(root, names, flattened)
