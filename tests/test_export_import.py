@@ -450,3 +450,108 @@ def test_one_explicit_name_for_equal_values_is_one_entry() -> None:
     model = export(module)
     assert list(model.parameters) == ["dims.n"]
     assert model.parameters["dims.n"] == trama.Parameter([1, [2.5, None]])
+
+
+# --------------------------------------------------------------------------------------------
+# The root replacing a model input by several (a dict of tensors, flattened)
+# --------------------------------------------------------------------------------------------
+
+
+class Flattening:
+    """A root that stands for a framework whose input ``batch`` is a dict: it replaces ``batch``
+    by one input per entry, records facts for the inputs it ends up with, and adds every input
+    through a ``ReLU`` child, reading them through the refs it was given and ``ctx.input``."""
+
+    def __init__(self, replacements: list[str]) -> None:
+        self.replacements = replacements
+
+    def to_node(self, ctx: trama.ExportContext) -> NodeFragment:
+        refs = ctx.replace_input("batch", self.replacements)
+        ports = list(ctx.inputs)
+        ctx.record_facts(inputs=[trama.ValueFact("float32", (index + 1,)) for index in range(len(ports))])
+        total = ctx.input("x")
+        for index, ref in enumerate(refs):
+            total = ctx.child(f"r{index}", toylayers.ReLU(), {"x": ref})["y"]
+        return NodeFragment(op="Flat", outputs=["y"], output_bindings={"y": total})
+
+
+def export_flattening(module: Any, **options: Any) -> trama.Model:
+    return trama.export_model(module, inputs=["x", "batch", "z"], outputs=["y"], **options)
+
+
+def test_the_root_replaces_a_model_input_by_its_parts_in_place() -> None:
+    model = export_flattening(Flattening(["batch_ids", "batch_mask"]))
+    assert model.inputs == ["x", "batch_ids", "batch_mask", "z"]
+    root = next(node for node in model.nodes if node.id == "root")
+    assert list(root.inputs) == ["x", "batch_ids", "batch_mask", "z"]
+    assert root.inputs["batch_mask"] == trama.Ref(trama.INPUT, "batch_mask")
+    children = {node.id: node for node in model.nodes}
+    assert children["root.r0"].inputs == {"x": trama.Ref(trama.INPUT, "batch_ids")}
+    assert children["root.r1"].inputs == {"x": trama.Ref(trama.INPUT, "batch_mask")}
+    # The facts the exporter recorded are for the inputs it ended up with, in their order.
+    assert model.input_facts is not None
+    assert [fact.shape if fact else None for fact in model.input_facts] == [(1,), (2,), (3,), (4,)]
+    # It survives the file format.
+    again = trama.loads(trama.dumps(model))
+    assert again.inputs == model.inputs
+
+
+def test_the_caller_must_give_facts_for_the_replaced_inputs() -> None:
+    facts = [trama.ValueFact("float32", None)] * 3
+    with pytest.raises(ExportError, match=r"replaced 'batch' by \['b0', 'b1'\].*\['x', 'b0', 'b1', 'z'\]"):
+        export_flattening(Flattening(["b0", "b1"]), input_facts=facts)
+    model = export_flattening(Flattening(["b0", "b1"]), input_facts=[*facts, facts[0]])
+    assert model.input_facts == [*facts, facts[0]]
+
+
+@pytest.mark.parametrize(
+    ("replacements", "message"),
+    [
+        (["batch.ids"], r"by 'batch\.ids': an input name is one or more of \[A-Za-z0-9_\]"),
+        ([""], r"by '': an input name"),
+        (["z"], r"'z' would name two model inputs"),
+        (["a", "a"], r"'a' would name two model inputs"),
+        ([], r"cannot replace the model input 'batch' by no inputs"),
+        ("batch_ids", r"needs a list of names, got the string 'batch_ids'"),
+    ],
+)
+def test_replacement_names_are_checked(replacements: Any, message: str) -> None:
+    with pytest.raises(ExportError, match=message) as info:
+        export_flattening(Flattening(replacements))
+    assert info.value.node_id == "root"
+
+
+def test_a_replacement_may_keep_the_name_it_replaces() -> None:
+    assert export_flattening(Flattening(["batch"])).inputs == ["x", "batch", "z"]
+
+
+def test_only_the_root_replaces_model_inputs_and_each_once() -> None:
+    class Inner:
+        def to_node(self, ctx: trama.ExportContext) -> NodeFragment:
+            ctx.replace_input("batch", ["a"])
+            raise AssertionError("unreachable")
+
+    class Outer:
+        def to_node(self, ctx: trama.ExportContext) -> NodeFragment:
+            ctx.child("inner", Inner(), {"x": ctx.input("x")})
+            raise AssertionError("unreachable")
+
+    with pytest.raises(ExportError, match=r"'root\.inner' asks to replace .* only the root object \('root'\)"):
+        export_flattening(Outer())
+
+    class Twice:
+        def to_node(self, ctx: trama.ExportContext) -> NodeFragment:
+            ctx.replace_input("batch", ["a", "b"])
+            ctx.replace_input("batch", ["c"])
+            raise AssertionError("unreachable")
+
+    with pytest.raises(ExportError, match=r"'batch': it is not one of the model inputs \(it was already replaced"):
+        export_flattening(Twice())
+
+    class Unknown:
+        def to_node(self, ctx: trama.ExportContext) -> NodeFragment:
+            ctx.replace_input("nope", ["a"])
+            raise AssertionError("unreachable")
+
+    with pytest.raises(ExportError, match=r"'nope': it is not one of the model inputs \(they are"):
+        export_flattening(Unknown())

@@ -514,13 +514,72 @@ def test_nested_tuples_and_lists_in_one_input_are_taken_apart_and_run_as_tuples(
 
 
 class Batched(nn.Module):
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return batch["image"] * batch["scale"]
+    """A transformers-style model: one ``batch`` dict, with a nested dict and a tuple in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(20, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, scale: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
+        hidden = self.embed(batch["input_ids"]) * batch["mask"].unsqueeze(-1)
+        extra = batch["extra"]
+        shift = extra["shift"] + extra["pair"][0] * extra["pair"][1]
+        return self.head(hidden * scale + shift)
 
 
-def test_a_dict_inside_one_input_is_refused_saying_what_a_model_input_can_be() -> None:
-    with pytest.raises(trama.ExportError, match=r"its input 'batch' is a dict of tensors, which a model input cannot"):
-        capture(Batched(), ["batch"], ["y"], ({"image": torch.randn(2), "scale": torch.randn(2)},))
+def batch_examples() -> dict[str, Any]:
+    return {
+        "input_ids": torch.randint(0, 20, (2, 5)),
+        "mask": (torch.rand(2, 5) > 0.3).float(),
+        "extra": {"shift": torch.randn(8), "pair": (torch.randn(8), torch.randn(8)), "note": None},
+    }
+
+
+@pytest.mark.parametrize("by_name", [False, True])
+def test_a_dict_input_becomes_one_model_input_per_tensor_in_key_order(by_name: bool) -> None:
+    model = Batched().eval()
+    scale, batch = torch.randn(8), batch_examples()
+    examples = {"scale": scale, "batch": batch} if by_name else (scale, batch)
+    document = capture(model, ["scale", "batch"], ["y"], examples)
+    flat = ["batch_input_ids", "batch_mask", "batch_extra_shift", "batch_extra_pair_0", "batch_extra_pair_1"]
+    assert document.inputs == ["scale", *flat]
+    assert list(node(document, "root").inputs) == document.inputs
+    assert document.input_facts is not None
+    tensors = [scale, batch["input_ids"], batch["mask"], batch["extra"]["shift"], *batch["extra"]["pair"]]
+    assert [(fact.dtype, fact.shape) for fact in document.input_facts if fact is not None] == [
+        (str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape)) for tensor in tensors
+    ]
+    with torch.no_grad():
+        expected = model(scale, batch)
+        back = imported(document)
+        assert torch.allclose(back(*tensors), expected, atol=1e-6)
+        assert torch.allclose(back(**dict(zip(document.inputs, tensors, strict=True))), expected, atol=1e-6)
+    feeds = {name: tensor.numpy() for name, tensor in zip(document.inputs, tensors, strict=True)}
+    ran = 0
+    for name in RUNTIMES:
+        if runtime_available(name):
+            (got,) = trama.runtime_for_name(name).prepare(document).run(feeds)
+            assert np.allclose(np.asarray(got), expected.numpy(), atol=1e-5), name
+            ran += 1
+    assert ran >= 1
+
+
+class Keyed(nn.Module):
+    def forward(self, batch: dict[str, torch.Tensor], batch_a_b: torch.Tensor) -> torch.Tensor:
+        return batch["a-b"] * batch["a_b"] + batch_a_b
+
+
+def test_flattened_names_are_escaped_and_kept_apart_from_the_other_inputs() -> None:
+    model = Keyed().eval()
+    batch, other = {"a-b": torch.randn(3), "a_b": torch.randn(3)}, torch.randn(3)
+    document = capture(model, ["batch", "batch_a_b"], ["y"], (batch, other))
+    assert document.inputs == ["batch_a_b_1", "batch_a_b_2", "batch_a_b"]
+    with torch.no_grad():
+        got = imported(document)(batch["a-b"], batch["a_b"], other)
+    assert torch.allclose(got, model(batch, other))
+    with pytest.raises(trama.ExportError, match=r"dynamic_shapes names 'batch', whose example input is not a tensor"):
+        capture(model, ["batch", "batch_a_b"], ["y"], (batch, other), {"batch": {0: "n"}})
 
 
 class Tokens(nn.Module):

@@ -50,6 +50,10 @@ class _ExportSession:
         self.example_inputs: tuple[Any, ...] | dict[str, Any] | None = None
         self.dynamic_shapes: dict[str, dict[int, str]] | None = None
         self.facts: tuple[list[ValueFact | None] | None, list[ValueFact | None] | None] = (None, None)
+        # The model's inputs, in order: the caller's, with any the root exporter replaced
+        # (ExportContext.replace_input) by the inputs that stand for it.
+        self.inputs: list[str] = []
+        self.replaced: dict[str, list[str]] = {}
 
     def add(self, slot: int, node: Node) -> None:
         """Put a finished node in its reserved place."""
@@ -259,6 +263,67 @@ class ExportContext:
         :func:`export_model` take precedence."""
         self._session.facts = (inputs, outputs)
 
+    def replace_input(self, name: str, replacements: Sequence[str]) -> list[Ref]:
+        """Make the model input ``name`` several inputs of the document, ``replacements``, in its
+        place, and return refs to them (in this, the root's, scope); for the root object only.
+
+        The format's values are tensors and tuples; a framework input that is something else
+        (a dict of tensors, as transformers models take ``batch``) cannot be one input, but its
+        tensors can. The document's inputs, the root node's ports and the input facts an
+        exporter records (:meth:`record_facts`) are then the replacements, in this order, where
+        ``name`` was; :attr:`example_inputs` and :attr:`dynamic_shapes` stay keyed by the
+        caller's names. Each replacement must be a valid name (``[A-Za-z0-9_]+``) not taken by
+        another model input, and ``name`` must be one of the model inputs (an input is
+        replaced once).
+        """
+        from trama.format._validation import NAME  # local: validation imports the model layer
+
+        session = self._session
+        if self.node_id != session.root:
+            raise ExportError(
+                f"{self.node_id!r} asks to replace the model input {name!r}: only the root object "
+                f"({session.root!r}) can replace model inputs",
+                node_id=self.node_id,
+            )
+        if name not in session.inputs:
+            earlier = session.replaced.get(name)
+            why = f"it was already replaced by {earlier}" if earlier is not None else f"they are {session.inputs}"
+            raise ExportError(
+                f"cannot replace {name!r}: it is not one of the model inputs ({why})", node_id=self.node_id
+            )
+        if isinstance(replacements, str):
+            raise ExportError(
+                f"replace_input({name!r}, ...) needs a list of names, got the string {replacements!r}",
+                node_id=self.node_id,
+            )
+        new = list(replacements)
+        if not new:
+            raise ExportError(f"cannot replace the model input {name!r} by no inputs", node_id=self.node_id)
+        others = set(session.inputs) - {name}
+        seen: set[str] = set()
+        for each in new:
+            if not isinstance(each, str) or NAME.match(each) is None:
+                raise ExportError(
+                    f"cannot replace the model input {name!r} by {each!r}: an input name is one or more of "
+                    "[A-Za-z0-9_]",
+                    node_id=self.node_id,
+                )
+            if each in others or each in seen:
+                raise ExportError(
+                    f"cannot replace the model input {name!r} by {new}: {each!r} would name two model inputs",
+                    node_id=self.node_id,
+                )
+            seen.add(each)
+        at = session.inputs.index(name)
+        session.inputs[at : at + 1] = new
+        session.replaced[name] = new
+        refs = [Ref(INPUT, each) for each in new]
+        ports: dict[str, Ref] = {}
+        for port, ref in self.inputs.items():
+            ports.update(zip(new, refs, strict=True) if port == name else [(port, ref)])
+        self.inputs = ports
+        return refs
+
     def record_framework(self, name: str, version: str) -> None:
         """Say which framework the object being exported belongs to (``"torch"``, ``"2.13.0"``).
 
@@ -366,8 +431,9 @@ def export_model(
     capture ``module`` by running it (trama-torch captures through ``torch.export``);
     ``dynamic_shapes`` (``{"tokens": {0: "batch", 1: "seq"}}``) names the sizes to keep symbolic.
 
-    The model's inputs feed the root's ports of the same names; its outputs are the root's
-    outputs named in ``outputs``. The registry's exporters handle objects without ``to_node``,
+    The model's inputs feed the root's ports of the same names (an input the root's exporter
+    replaced, :meth:`ExportContext.replace_input`, by the inputs standing for it); its outputs
+    are the root's outputs named in ``outputs``. The registry's exporters handle objects without ``to_node``,
     and the result is checked against its specs. Without ``registry``, the discovered one
     (:func:`trama.registry`: every installed plugin's specs and exporters) is used, and ops it
     does not know are left unchecked. The result is always structurally valid: a broken
@@ -387,8 +453,15 @@ def export_model(
     session.root = root
     session.example_inputs = _checked_examples(example_inputs, inputs)
     session.dynamic_shapes = _checked_dynamic_shapes(dynamic_shapes, inputs)
+    session.inputs = list(inputs)
     _export_object(session, module, root, {name: Ref(INPUT, name) for name in inputs}, list(outputs))
     captured_inputs, captured_outputs = session.facts
+    if input_facts is not None and session.replaced and len(input_facts) != len(session.inputs):
+        raise ExportError(
+            f"input_facts gives {len(input_facts)} facts, but the exporter replaced "
+            + ", ".join(f"{old!r} by {new}" for old, new in session.replaced.items())
+            + f", so the model's inputs are {session.inputs}: give one fact for each"
+        )
     input_facts = input_facts if input_facts is not None else captured_inputs
     output_facts = output_facts if output_facts is not None else captured_outputs
     nodes = [node for node in session.nodes if node is not None]
@@ -398,7 +471,7 @@ def export_model(
         name, version = next(iter(session.frameworks.items()))
         producer["framework"] = {"name": name, "version": version}
     model = Model(
-        inputs=list(inputs),
+        inputs=list(session.inputs),
         outputs=[Ref(root, name) for name in outputs],
         nodes=nodes,
         parameters=session.parameters,

@@ -138,6 +138,26 @@ def _walk(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, .
                 yield (*path, index), item
 
 
+def _holds_dict(value: Any) -> bool:
+    """Whether a user input is or holds (in its tuples and lists) a dict."""
+    if isinstance(value, Mapping):
+        return True
+    return isinstance(value, (tuple, list)) and any(_holds_dict(item) for item in value)
+
+
+def _structure(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """The leaves of a user input's dicts, tuples and lists with their paths (keys, indices), in
+    the dict's and the sequence's order: the same paths for the captured input and its example."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _structure(item, (*path, key))
+    elif isinstance(value, (tuple, list)):
+        for index, item in enumerate(value):
+            yield from _structure(item, (*path, index))
+    else:
+        yield path, value
+
+
 def _result_name(path: tuple[Any, ...]) -> str:
     if not path:
         return "y"
@@ -180,6 +200,8 @@ class Capture:
         #: buffers that are not in their module's state_dict (non-persistent), by tensor id
         self.transient: set[int] = set()
         self.placeholders: dict[fx.Node, Any] = {}
+        #: the example tensor of each model input a dict input was flattened into
+        self.flat_examples: dict[str, Any] = {}
         self._classify_placeholders()
 
     # -- placeholders ---------------------------------------------------------------------
@@ -544,8 +566,25 @@ class Capture:
         else:
             values = dict(zip(examples, root.args, strict=False))
         for name, value in values.items():
-            self._seed(ctx, names, name, Wire(Ref(INPUT, name)), value, seeds, root)
+            if _holds_dict(value) and tensor_leaves(value):
+                self._flatten(ctx, name, value, seeds)
+            else:
+                self._seed(ctx, names, name, Wire(Ref(INPUT, name)), value, seeds, root)
         return seeds
+
+    def _flatten(self, ctx: ExportContext, name: str, value: Any, seeds: dict[fx.Node, Any]) -> None:
+        """A user input holding a dict (``batch={"input_ids": ..., "mask": ...}``) as one model
+        input per tensor in it, in the dict's order: the format has no dict values, so the
+        document's inputs are ``batch_input_ids``, ``batch_mask`` (keys and indices joined by
+        ``_``, escaped to ``[A-Za-z0-9_]``, with ``_1``, … where a name is taken)."""
+        taken = Names(set(ctx.inputs) - {name})
+        paths = [(path, leaf) for path, leaf in _structure(value) if isinstance(leaf, TensorArg)]
+        flat = [taken.fresh("_".join([name, *(str(part) for part in path)])) for path, _ in paths]
+        examples = dict(_structure(self.captured.examples.get(name)))
+        refs = ctx.replace_input(name, flat)
+        for (path, leaf), flat_name, ref in zip(paths, flat, refs, strict=True):
+            seeds.setdefault(leaf.node, Wire(ref))
+            self.flat_examples[flat_name] = examples.get(path)
 
     def _seed(
         self,
@@ -567,12 +606,6 @@ class Capture:
                 local = names.fresh(f"{name}_{index}")
                 refs = ctx.child(local, _made(fragment), {"x": wire.ref}, ["y"])
                 self._seed(ctx, names, local, Wire(refs["y"]), item, seeds, root)
-        elif isinstance(value, Mapping) and tensor_leaves(value):
-            raise self.error(
-                root,
-                f"its input {name!r} is a dict of tensors, which a model input cannot be (a tensor, or a tuple "
-                "that tuple_get takes apart); give its tensors as inputs of their own",
-            )
 
     def scope_fragment(
         self, ctx: ExportContext, call: Call, seeds: Mapping[fx.Node, Any], names: Names
@@ -709,7 +742,7 @@ class Capture:
                     symbols.setdefault(str(size.node.expr), symbol)
         inputs: list[ValueFact | None] = []
         for name in ctx.inputs:
-            example = self.captured.examples.get(name)
+            example = self.flat_examples[name] if name in self.flat_examples else self.captured.examples.get(name)
             if not isinstance(example, torch.Tensor):
                 inputs.append(None)
                 continue
