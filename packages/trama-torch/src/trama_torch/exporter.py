@@ -22,8 +22,6 @@ training neither fails nor disturbs the training.
 
 from __future__ import annotations
 
-import traceback
-
 import torch
 from torch import nn
 
@@ -31,7 +29,6 @@ from trama.conversion import ExportContext, NodeFragment
 from trama.errors import ExportError
 from trama.format import INPUT, Ref
 from trama_torch import leaves
-from trama_torch.fx import submodule_calls as calling
 from trama_torch.fx.graph import export_traced
 from trama_torch.fx.submodule_calls import (
     CallSite,
@@ -39,6 +36,7 @@ from trama_torch.fx.submodule_calls import (
     bind_module_call,
     call_child,
     current_state,
+    export_running,
     export_state,
     module_kind,
     site_from_ports,
@@ -56,7 +54,7 @@ def export_module(module: nn.Module, ctx: ExportContext) -> NodeFragment:
 
         with export_state(module):
             return export_captured(module, ctx)
-    outermost = calling._STATE.get() is None  # the root's export, before any state is opened
+    outermost = not export_running()  # the root's export, before any state is opened
     try:
         return _export_traced_path(module, ctx)
     except ExportError as exc:
@@ -85,12 +83,7 @@ def _capture_would_help(exc: ExportError) -> bool:
     origin: BaseException = exc
     while isinstance(origin.__cause__, ExportError):
         origin = origin.__cause__
-    innermost = None
-    for frame, _ in traceback.walk_tb(origin.__traceback__):
-        name = frame.f_globals.get("__name__", "")
-        if name.startswith("trama_torch."):
-            innermost = name
-    return innermost is None or not (innermost == "trama_torch.leaves" or innermost.startswith("trama_torch.leaves."))
+    return not isinstance(origin, leaves.LeafRefusal)
 
 
 def _export_traced_path(module: nn.Module, ctx: ExportContext) -> NodeFragment:

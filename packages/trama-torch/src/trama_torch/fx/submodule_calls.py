@@ -55,6 +55,7 @@ __all__ = [
     "bind_module_call",
     "call_child",
     "current_state",
+    "export_running",
     "export_state",
     "is_wire",
     "module_kind",
@@ -160,6 +161,11 @@ def export_state(module: nn.Module) -> Iterator[ExportState]:
         _STATE.reset(token)
         for each, training in modes:
             each.training = training
+
+
+def export_running() -> bool:
+    """Whether a torch export is running now (an outer module opened :func:`export_state`)."""
+    return _STATE.get() is not None
 
 
 def current_state() -> ExportState:

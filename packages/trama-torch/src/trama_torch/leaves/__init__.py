@@ -52,6 +52,7 @@ from trama_torch.tensors import export_tensor, tied_buffer, tied_parameter
 
 __all__ = [
     "LeafFactory",
+    "LeafRefusal",
     "bind_leaf_call",
     "call_leaf",
     "export_leaf",
@@ -61,6 +62,13 @@ __all__ = [
     "leaf_op",
     "leaf_result_structure",
 ]
+
+
+class LeafRefusal(ExportError):
+    """A catalog leaf cannot export this module as its op (a setting the catalog cannot hold, a
+    call-site argument it does not record). Capturing with example inputs would not help:
+    capture exports leaves the same way, so the exporter's errors give no such hint."""
+
 
 _KINDS: Mapping[str, LeafKind] = {kind.op: kind for kind in LEAF_KINDS}
 #: The torch class of each op, and the subclass import builds where it is another one (a subclass
@@ -89,7 +97,7 @@ def _spec(op: str) -> OpSpec:
 def _kind(op: str) -> LeafKind:
     kind = _KINDS.get(op)
     if kind is None:
-        raise ExportError(f"{op!r} is not a catalog op implemented by a torch.nn module (known: {sorted(_KINDS)})")
+        raise LeafRefusal(f"{op!r} is not a catalog op implemented by a torch.nn module (known: {sorted(_KINDS)})")
     return kind
 
 
@@ -145,7 +153,7 @@ def _plain(value: Any, where: str, slot: str) -> Any:
         return value.item()
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    raise ExportError(f"{where}: {slot} is a {type(value).__name__}, which the catalog's slot cannot hold")
+    raise LeafRefusal(f"{where}: {slot} is a {type(value).__name__}, which the catalog's slot cannot hold")
 
 
 def _refusal(module: nn.Module, kind: LeafKind) -> str | None:
@@ -161,7 +169,7 @@ def _call_slot_values(kind: LeafKind, constants: Mapping[str, Any] | None, where
     values = {arg.slot: given.pop(arg.name, arg.default) for arg in kind.forward if arg.slot is not None}
     if given:
         recorded = ", ".join(arg.name for arg in kind.forward if arg.slot is not None) or "none"
-        raise ExportError(f"{where}: {kind.op} records no call-site argument {sorted(given)} (it records: {recorded})")
+        raise LeafRefusal(f"{where}: {kind.op} records no call-site argument {sorted(given)} (it records: {recorded})")
     return values
 
 
@@ -176,10 +184,10 @@ def export_leaf(module: nn.Module, ctx: ExportContext, constants: Mapping[str, A
     where = f"{type(module).__qualname__} at {ctx.node_id!r}"
     kind = _leaf_kind(module)
     if kind is None:
-        raise ExportError(f"{where} is not a catalog leaf module (see trama_torch.leaves.leaf_op)", node_id=ctx.node_id)
+        raise LeafRefusal(f"{where} is not a catalog leaf module (see trama_torch.leaves.leaf_op)", node_id=ctx.node_id)
     refusal = _refusal(module, kind)
     if refusal is not None:
-        raise ExportError(f"{where} cannot be exported as {kind.op}: {refusal}", node_id=ctx.node_id)
+        raise LeafRefusal(f"{where} cannot be exported as {kind.op}: {refusal}", node_id=ctx.node_id)
     spec = _spec(kind.op)
     call_values = _call_slot_values(kind, constants, where)
     parameters: dict[str, Any] = {}
@@ -189,12 +197,12 @@ def export_leaf(module: nn.Module, ctx: ExportContext, constants: Mapping[str, A
         value = _plain(raw, where, slot)
         schema = spec.slot(slot)
         if schema is None or not schema.accepts(value):
-            raise ExportError(f"{where}: {slot}={value!r} does not fit the catalog's {kind.op}", node_id=ctx.node_id)
+            raise LeafRefusal(f"{where}: {slot}={value!r} does not fit the catalog's {kind.op}", node_id=ctx.node_id)
         parameters[slot] = value
     for key, tensor in module.state_dict(keep_vars=True).items():
         slot = key.replace(".", "_")
         if spec.slot(slot) is None:
-            raise ExportError(
+            raise LeafRefusal(
                 f"{where}: its state {key!r} has no slot in the catalog's {kind.op}, so it cannot be recorded",
                 node_id=ctx.node_id,
             )
@@ -229,22 +237,22 @@ def bind_leaf_call(op: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
                 continue
             if not isinstance(value, (tuple, list)) or len(value) != len(arg.port):
                 names = ", ".join(arg.port)
-                raise ExportError(f"{what}: {arg.name} must be written at the call as a tuple ({names})")
+                raise LeafRefusal(f"{what}: {arg.name} must be written at the call as a tuple ({names})")
             ports.update({port: item for port, item in zip(arg.port, value, strict=True) if item is not None})
         elif arg.slot is not None:
             if arg.name not in bound:
                 continue
             schema = _spec(op).slot(arg.slot)
             if schema is None or not schema.accepts(value):
-                raise ExportError(
+                raise LeafRefusal(
                     f"{what}: {arg.name} must be a constant {schema.types if schema else ''}, got {value!r}"
                 )
             constants[arg.name] = value
         elif arg.hint_of is not None:
             if value is not arg.default and bound.get(arg.hint_of) is None:
-                raise ExportError(f"{what}: {arg.name}={value!r} is a hint about {arg.hint_of}, which the call omits")
+                raise LeafRefusal(f"{what}: {arg.name}={value!r} is a hint about {arg.hint_of}, which the call omits")
         elif arg.refused is not None and value is not None:
-            raise ExportError(f"{what}: {arg.refused}")
+            raise LeafRefusal(f"{what}: {arg.refused}")
     return ports, constants
 
 
