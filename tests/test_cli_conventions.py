@@ -17,7 +17,8 @@ from typing import Any
 import importlib_metadata
 import numpy as np
 import pytest
-import toylayers  # lives in demo/, which tests/conftest.py puts on sys.path
+import test_cli
+from test_cli import toy_mlp
 from test_plugins import FakeEntryPoint, acme_plugin
 from test_runtime import FakeRuntime, mlp_model
 
@@ -31,17 +32,8 @@ BIN = Path(sys.executable).parent
 CHUNK = 1 << 20  # how much the CLI reads from standard input at a time
 
 
-def toy_mlp(sizes: list[int] | None = None) -> trama.Model:
-    return trama.export_model(
-        toylayers.mlp(sizes or [4, 8, 3], seed=1), inputs=["x"], outputs=["y"], registry=toylayers.registry()
-    )
-
-
-@pytest.fixture
-def good(tmp_path: Path) -> Path:
-    path = tmp_path / "good.trama.json"
-    trama.dump(toy_mlp(), path)
-    return path
+#: The same valid document on disk as test_cli's, by the same fixture name.
+good = test_cli.good
 
 
 @pytest.fixture
