@@ -7,7 +7,8 @@ initialised; see tests/realworld/README.md) this builds the model and
 * tries ``trama.export_model(model, inputs=..., outputs=..., example_inputs=...)``, the capture
   through torch.export (docs/torch.md, "Capture with example inputs"), and records whether it
   succeeds, the catalog op it is missing if not (the op named in the error), how long it took and
-  how many nodes the document has; where it succeeds, the document goes through JSON text and back
+  how many nodes the document has, and how many of them are torch decompositions of an op the
+  catalog lacks (``Graph`` nodes marked ``decomposed``); where it succeeds, the document goes through JSON text and back
   to torch (``trama.import_model``): are the outputs equal (``torch.equal``) and the ``state_dict``
   keys the original's, and how far are numpy, torch:cpu and jax:cpu from the original's outputs;
 * tries ``trama.export_model(model, inputs=..., outputs=...)`` without example inputs, the one-level
@@ -139,6 +140,7 @@ def capture(entry: Any, row: dict[str, Any], dynamic: bool) -> None:
             return
         row["capture_s"] = time.perf_counter() - start
         row["capture_nodes"] = len(document.nodes)
+        row["capture_decomposed"] = trama_summary(document).decomposed
     row["capture_warnings"] = sorted({clip(str(w.message).splitlines()[0], 160) for w in caught})
     inputs = [kwargs[name] for name in entry.input_names] if kwargs else list(args)
     try:
@@ -166,6 +168,12 @@ def capture(entry: Any, row: dict[str, Any], dynamic: bool) -> None:
             )
         except Exception as exc:
             row["runtimes"][name] = first_line(exc)
+
+
+def trama_summary(document: Any) -> Any:
+    from trama.tools._summary import summarize
+
+    return summarize(document)
 
 
 def _tensors(value: Any) -> list[Any]:
@@ -197,10 +205,11 @@ def capture_cells(row: dict[str, Any], width: int) -> list[str]:
             if missing
             else clip(("RAW " if row.get("capture_error_is_raw") else "") + row["capture_error"], width)
         )
-        return [status, "-", "-", "-", "-"]
+        return [status, "-", "-", "-", "-", "-"]
     status = f"ok {row['capture_s']:.2f}s"
+    decomposed = str(sum(row.get("capture_decomposed", {}).values()))
     if "import_error" in row:
-        return [status, str(row["capture_nodes"]), clip(row["import_error"], 40), "-", "-"]
+        return [status, str(row["capture_nodes"]), decomposed, clip(row["import_error"], 40), "-", "-"]
     worst: list[str] = []
     for name, value in row["runtimes"].items():
         worst.append(
@@ -209,6 +218,7 @@ def capture_cells(row: dict[str, Any], width: int) -> list[str]:
     return [
         status,
         str(row["capture_nodes"]),
+        decomposed,
         "yes" if row["import_exact"] else "NO",
         "yes" if row["state_keys_kept"] else "NO",
         ", ".join(worst),
@@ -222,6 +232,7 @@ def table_row(row: dict[str, Any], width: int) -> list[str]:
             row["library"],
             "-",
             "build failed",
+            "-",
             "-",
             "-",
             "-",
@@ -277,13 +288,14 @@ def main(argv: list[str] | None = None) -> int:
         "torch.export",
         "trama capture",
         "nodes",
+        "decomposed",
         "exact",
         "keys",
         "runtimes (max rel. diff)",
         "fx path",
     ]
     print()
-    print(table(headers, [table_row(row, args.width) for row in rows], left={0, 1, 4, 8, 9}))
+    print(table(headers, [table_row(row, args.width) for row in rows], left={0, 1, 4, 9, 10}))
     captured = sum("torch_export_s" in row for row in rows)
     trama_captured = [row for row in rows if "capture_s" in row]
     print()
@@ -291,6 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trama capture: {len(trama_captured)} of {len(rows)}", end="")
     exact = sum(bool(row.get("import_exact")) for row in trama_captured)
     print(f" ({exact} imported back exactly)")
+    decomposed: dict[str, int] = {}
+    for row in trama_captured:
+        for op, count in row.get("capture_decomposed", {}).items():
+            decomposed[op] = decomposed.get(op, 0) + count
+    if decomposed:
+        print("decomposed by torch's tables: " + ", ".join(f"{op} ×{n}" for op, n in sorted(decomposed.items())))
     print(f"trama fx path (no example inputs): {sum('trama_s' in row for row in rows)} of {len(rows)}")
     blockers: dict[str, list[str]] = {}
     for row in rows:

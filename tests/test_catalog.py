@@ -40,6 +40,10 @@ REQUIRED_OPS = (
     *("permute", "transpose", "flatten", "squeeze", "unsqueeze", "mean", "sum", "max", "getitem", "tuple_get"),
 )
 
+#: Opset 1, frozen: these ops came with the catalog's first opset and say so (``since`` 1), and
+#: every later op says it came after. A document that uses only these reads as opset 1.
+OPSET_1 = frozenset({*REQUIRED_OPS, "argmax", "constant"})
+
 COMPOSITES = {"Sequential", "Graph", "TransformerEncoder"}
 #: Slots that hold a constant operand, whose learnable flag is free (see docs/ops.md, "learnable").
 OPERAND_SLOTS = {"x", "other", "value"}
@@ -62,10 +66,55 @@ def slot_of(op: str, slot: str) -> ParameterSchema:
 
 def test_catalog_identity() -> None:
     assert CATALOG_NAMESPACE == "trama"
-    assert CATALOG_OPSET == 1
+    assert CATALOG_OPSET == 2
     assert standard_specs() is standard_specs()  # cached
     assert standard_registry() is not standard_registry()  # registries are mutable: a fresh one each time
     assert standard_registry().names() == sorted(SPECS)
+
+
+def test_opset_1_is_frozen_and_every_later_op_says_when_it_came() -> None:
+    assert len(OPSET_1) == 68
+    assert set(SPECS) >= OPSET_1, sorted(OPSET_1 - set(SPECS))
+    for spec in standard_specs():
+        if spec.name in OPSET_1:
+            assert spec.since == 1, spec.name
+        else:
+            assert spec.since is not None, spec.name
+            assert 1 < spec.since <= CATALOG_OPSET, (spec.name, spec.since)
+
+
+class _Op:
+    """An object that exports as one catalog node of ``op``."""
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+
+    def to_node(self, ctx: Any) -> trama.NodeFragment:
+        return trama.NodeFragment(self.op, outputs=["y"])
+
+
+class _Chain:
+    """A ``Graph`` of one-input catalog ops in a chain."""
+
+    def __init__(self, ops: tuple[str, ...]) -> None:
+        self.ops = ops
+
+    def to_node(self, ctx: Any) -> trama.NodeFragment:
+        previous = ctx.input("x")
+        for index, op in enumerate(self.ops):
+            previous = ctx.child(f"n{index}", _Op(op), {"x": previous}, ["y"])["y"]
+        return trama.NodeFragment("Graph", outputs=["y"], output_bindings={"y": previous})
+
+
+def _exported_opsets(*ops: str) -> dict[str, int]:
+    """The opsets trama's exporter records for a chain of these one-input catalog ops."""
+    return trama.export_model(_Chain(ops), inputs=["x"], outputs=["y"], registry=standard_registry()).opsets
+
+
+def test_a_document_of_opset_1_ops_still_records_opset_1() -> None:
+    assert spec_of("triu").since == 2
+    assert _exported_opsets("relu", "neg") == {"trama": 1}
+    assert _exported_opsets("relu", "triu") == {"trama": 2}
 
 
 @pytest.mark.parametrize("spec", standard_specs(), ids=lambda spec: spec.name)
@@ -99,13 +148,19 @@ def test_module_ops_are_camel_case_and_function_ops_lowercase() -> None:
         for name in category.names:
             if category.key in ("composites", "layers", "sequence"):
                 assert name[0].isupper(), name
-            elif category.key == "functions":
+            elif category.key in ("functions", "elementwise", "arrays", "layer_functions", "pooling", "attention"):
                 assert name == name.lower(), name
     activations = next(category for category in CATALOG_CATEGORIES if category.key == "activations")
     modules = [name for name in activations.names if name[0].isupper()]
     functions = [name for name in activations.names if name[0].islower()]
     assert len(modules) == len(functions)
     for module, function in zip(modules, functions, strict=True):  # each module next to its function form
+        assert module.lower() == function.replace("_", "")
+        assert spec_of(module).outputs == ("y",)
+        if module == "PReLU":  # the module holds its learned weight; the function takes it on a port
+            assert [slot.name for slot in spec_of(module).parameters] == ["num_parameters", "weight"]
+            assert (spec_of(function).inputs, spec_of(function).parameters) == (("x", "weight"), ())
+            continue
         assert spec_of(module).parameters == spec_of(function).parameters
         assert (spec_of(module).inputs, spec_of(module).outputs) == (spec_of(function).inputs, ("y",))
 

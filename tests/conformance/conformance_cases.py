@@ -25,8 +25,14 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
+import cases_activations
+import cases_arrays
+import cases_attention
+import cases_elementwise
+import cases_layer_functions
+import cases_pooling
 import numpy as np
-from conformance_support import Case, spec_of
+from conformance_support import TOLERANCES, Case, spec_of
 from hypothesis import strategies as st
 from hypothesis.strategies import DrawFn
 
@@ -1091,7 +1097,25 @@ CASES: dict[str, st.SearchStrategy[Case]] = {
     "Identity": identity(),
     "MultiheadAttention": multihead_attention(),
     "TransformerEncoderLayer": transformer_encoder_layer(),
+    **cases_activations.CASES,
+    **cases_elementwise.CASES,
+    **cases_arrays.CASES,
+    **cases_layer_functions.CASES,
+    **cases_pooling.CASES,
+    **cases_attention.CASES,
 }
+
+
+# The families' documented tolerances join the suite's table (conformance_support.TOLERANCES).
+for _family in (
+    cases_activations,
+    cases_elementwise,
+    cases_arrays,
+    cases_layer_functions,
+    cases_pooling,
+    cases_attention,
+):
+    TOLERANCES.update(_family.TOLERANCES)
 
 
 def case_for(op: str) -> st.SearchStrategy[Case]:

@@ -14,7 +14,8 @@ ONNX exporter's spelling ``{input: {axis: name}}``; axes of one name have one si
 the torch.export-based capture, checked by the tests: torch.export keeps exactly these axes
 symbolic (sizes 2 to ``MAX_DYNAMIC``), and the captured program runs at other sizes.
 Models are configured so that ``forward`` returns exactly the tensors named in ``output_names``
-(``use_cache=False``, no pooler), so no wrapper hides the library's own module.
+(``use_cache=False``, no pooler where the class allows it, else the pooler is a named output), so
+no wrapper hides the library's own module.
 
 torchvision 0.28.0's wheel is a CUDA build whose C extension does not load next to the CPU torch;
 :func:`ensure_torchvision_importable` works around that (see its docstring). transformers and timm
@@ -153,6 +154,13 @@ def _pixel_values(size: int) -> Callable[[], Inputs]:
     return inputs
 
 
+def _video(frames: int, size: int) -> Callable[[], Inputs]:
+    def inputs() -> Inputs:
+        return (torch.randn(BATCH, 3, frames, size, size, generator=_generator()),)
+
+    return inputs
+
+
 def _tokens_and_mask() -> Inputs:
     generator = _generator()
     return {
@@ -285,6 +293,65 @@ def tv_mnasnet() -> Any:
     return _tv().mnasnet0_5(weights=None, num_classes=_CLASSES)
 
 
+def tv_alexnet() -> Any:
+    """The stock alexnet (57M parameters, nearly all in its classifier). At 64x64 its features end
+    at 1x1, which its adaptive pooling spreads to 6x6: a pooling that upsamples."""
+    return _tv().alexnet(weights=None, num_classes=_CLASSES)
+
+
+def tv_resnext() -> Any:
+    """resnext50_32x4d's class (bottleneck blocks, 32 groups of width 4), one block per stage."""
+    resnet = _tv("torchvision.models.resnet")
+    return resnet.ResNet(resnet.Bottleneck, [1, 1, 1, 1], num_classes=_CLASSES, groups=32, width_per_group=4)
+
+
+def tv_inception_v3() -> Any:
+    """The stock inception_v3 (22M parameters) at 75x75, the smallest input its stem takes."""
+    return _tv().inception_v3(weights=None, num_classes=_CLASSES, aux_logits=False, init_weights=True)
+
+
+def tv_efficientnet_v2() -> Any:
+    """efficientnet_v2_s's class: two fused-MBConv stages then one MBConv stage, narrow."""
+    efficientnet = _tv("torchvision.models.efficientnet")
+    setting = [
+        efficientnet.FusedMBConvConfig(1, 3, 1, 16, 16, 1),
+        efficientnet.FusedMBConvConfig(4, 3, 2, 16, 24, 1),
+        efficientnet.MBConvConfig(4, 3, 2, 24, 32, 1),
+    ]
+    return efficientnet.EfficientNet(setting, dropout=0.2, last_channel=64, num_classes=_CLASSES)
+
+
+def tv_swin_v2() -> Any:
+    """swin_v2_t's class (cosine attention, log-spaced relative-position MLP, v2 patch merging),
+    at the size of ``tv_swin``."""
+    swin = _tv("torchvision.models.swin_transformer")
+    return swin.SwinTransformer(
+        patch_size=[4, 4],
+        embed_dim=16,
+        depths=[1, 1],
+        num_heads=[1, 2],
+        window_size=[4, 4],
+        stochastic_depth_prob=0.0,
+        num_classes=_CLASSES,
+        block=swin.SwinTransformerBlockV2,
+        downsample_layer=swin.PatchMergingV2,
+    )
+
+
+def tv_r3d() -> Any:
+    """r3d_18's class (3-D convolutions over clips of frames), one block per stage."""
+    video = _tv("torchvision.models.video.resnet")
+    return video.VideoResNet(
+        video.BasicBlock, [video.Conv3DSimple] * 4, [1, 1, 1, 1], video.BasicStem, num_classes=_CLASSES
+    )
+
+
+def tv_lraspp() -> Any:
+    """The stock lraspp on mobilenet_v3_large, 4 classes; returns ``{"out": ...}``."""
+    segmentation = _tv("torchvision.models.segmentation")
+    return segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=4)
+
+
 _TORCHVISION = [
     _vision("tv_resnet18", tv_resnet18, 32, "torchvision"),
     _vision("tv_mobilenet_v2", tv_mobilenet_v2, 32, "torchvision"),
@@ -301,6 +368,13 @@ _TORCHVISION = [
     _vision("tv_maxvit", tv_maxvit, 64, "torchvision"),
     _vision("tv_mnasnet", tv_mnasnet, 32, "torchvision"),
     RealModel("tv_deeplabv3", "torchvision", _seeded(tv_deeplabv3), _image(64), ("input",), ("out",)),
+    _vision("tv_alexnet", tv_alexnet, 64, "torchvision"),
+    _vision("tv_resnext", tv_resnext, 32, "torchvision"),
+    _vision("tv_inception_v3", tv_inception_v3, 75, "torchvision"),
+    _vision("tv_efficientnet_v2", tv_efficientnet_v2, 32, "torchvision"),
+    _vision("tv_swin_v2", tv_swin_v2, 32, "torchvision"),
+    RealModel("tv_r3d", "torchvision", _seeded(tv_r3d), _video(4, 32), ("x",), ("logits",)),
+    RealModel("tv_lraspp", "torchvision", _seeded(tv_lraspp), _image(64), ("input",), ("out",)),
 ]
 
 # ----------------------------------------------------------------------------------------------
@@ -450,6 +524,192 @@ def hf_whisper_encoder() -> Any:
     return whisper.WhisperEncoder(config)
 
 
+def hf_albert() -> Any:
+    """ALBERT: factorised embeddings (width 16 projected to 32), one layer's weights shared by both."""
+    hf = _hf()
+    config = hf.AlbertConfig(
+        **_TEXT, embedding_size=16, intermediate_size=64, max_position_embeddings=64, attn_implementation=ATTENTION
+    )
+    return hf.AlbertModel(config, add_pooling_layer=False)
+
+
+def hf_deberta_v2() -> Any:
+    """DeBERTa-v2: disentangled attention over log-bucketed relative positions (both directions)."""
+    hf = _hf()
+    config = hf.DebertaV2Config(
+        **_TEXT,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        relative_attention=True,
+        position_buckets=16,
+        max_relative_positions=-1,
+        pos_att_type=["p2c", "c2p"],
+        attn_implementation=ATTENTION,
+    )
+    return hf.DebertaV2Model(config)
+
+
+def hf_mpnet() -> Any:
+    """MPNet: a BERT with T5-style relative-position buckets (32, which its attention assumes)."""
+    hf = _hf()
+    config = hf.MPNetConfig(**_TEXT, intermediate_size=64, max_position_embeddings=66, attn_implementation=ATTENTION)
+    return hf.MPNetModel(config, add_pooling_layer=False)
+
+
+def hf_mobilebert() -> Any:
+    """MobileBERT: bottleneck layers, stacked feed-forwards, ``NoNorm`` (an elementwise affine)."""
+    hf = _hf()
+    config = hf.MobileBertConfig(
+        **_TEXT,
+        intermediate_size=32,
+        embedding_size=16,
+        intra_bottleneck_size=16,
+        true_hidden_size=16,
+        num_feedforward_networks=2,
+        max_position_embeddings=64,
+        attn_implementation=ATTENTION,
+    )
+    return hf.MobileBertModel(config, add_pooling_layer=False)
+
+
+def hf_gpt_neo() -> Any:
+    """GPT-Neo: a global then a local (sliding window of 4) attention layer."""
+    hf = _hf()
+    config = hf.GPTNeoConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        attention_types=[[["global", "local"], 1]],
+        window_size=4,
+        intermediate_size=64,
+        # Not 64: its causal-mask buffer is that long, and slicing it at a sequence of exactly its
+        # length makes torch.export guard ``sequence != 64``, inside the dynamic range.
+        max_position_embeddings=2 * MAX_DYNAMIC,
+        bos_token_id=VOCAB - 1,  # the default, 50256, lies outside the small vocabulary
+        eos_token_id=VOCAB - 1,
+        use_cache=False,
+        attn_implementation=ATTENTION,
+    )
+    return hf.GPTNeoForCausalLM(config)
+
+
+def hf_opt() -> Any:
+    """OPT: learned positions offset by 2 and counted from the attention mask."""
+    hf = _hf()
+    config = hf.OPTConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        ffn_dim=64,
+        word_embed_proj_dim=32,
+        max_position_embeddings=64,
+        use_cache=False,
+        attn_implementation=ATTENTION,
+    )
+    return hf.OPTForCausalLM(config)
+
+
+def hf_bloom() -> Any:
+    """BLOOM: ALiBi position biases (no position embeddings), an embedding layer norm."""
+    hf = _hf()
+    config = hf.BloomConfig(
+        vocab_size=VOCAB, hidden_size=32, n_layer=2, n_head=2, use_cache=False, attn_implementation=ATTENTION
+    )
+    return hf.BloomForCausalLM(config)
+
+
+def hf_falcon() -> Any:
+    """Falcon: rotary positions, multi-query attention, attention and MLP in parallel."""
+    hf = _hf()
+    config = hf.FalconConfig(**_DECODER, attn_implementation=ATTENTION)
+    return hf.FalconForCausalLM(config)
+
+
+def hf_phi() -> Any:
+    """Phi: rotary positions on half of each head, attention and MLP in parallel, one layer norm."""
+    hf = _hf()
+    config = hf.PhiConfig(**_DECODER, partial_rotary_factor=0.5, attn_implementation=ATTENTION)
+    return hf.PhiForCausalLM(config)
+
+
+def hf_gemma() -> Any:
+    """Gemma: RMSNorm with a ``1 + weight`` scale, tanh-approximated GELU gating, scaled embeddings."""
+    hf = _hf()
+    config = hf.GemmaConfig(**_DECODER, num_key_value_heads=1, head_dim=16, attn_implementation=ATTENTION)
+    return hf.GemmaForCausalLM(config)
+
+
+# The size every vision transformer shares: 32x32 images in 8x8 patches, 2 layers of width 32.
+_PATCHES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 32, "patch_size": 8}
+
+
+def hf_beit() -> Any:
+    """BEiT: a relative-position bias table per layer, layer scale; no pooler."""
+    hf = _hf()
+    config = hf.BeitConfig(
+        **_PATCHES, intermediate_size=64, use_relative_position_bias=True, attn_implementation=ATTENTION
+    )
+    return hf.BeitModel(config, add_pooling_layer=False)
+
+
+def hf_dinov2() -> Any:
+    """DINOv2: interpolated position embeddings, layer scale; its pooler is the final CLS token."""
+    hf = _hf()
+    config = hf.Dinov2Config(**_PATCHES, mlp_ratio=2, attn_implementation=ATTENTION)
+    return hf.Dinov2Model(config)
+
+
+def hf_clip_vision() -> Any:
+    """CLIP's image tower: class embedding, pre-layer-norm, quick GELU; its pooler is the CLS token."""
+    hf = _hf()
+    config = hf.CLIPVisionConfig(**_PATCHES, intermediate_size=64, attn_implementation=ATTENTION)
+    return hf.CLIPVisionModel(config)
+
+
+def hf_segformer() -> Any:
+    """SegFormer: 2 stages of efficient (spatially reduced) attention and an all-MLP decoder, 4
+    classes; its logits are at a quarter of the input's resolution."""
+    hf = _hf()
+    config = hf.SegformerConfig(
+        num_encoder_blocks=2,
+        depths=[1, 1],
+        sr_ratios=[2, 1],
+        hidden_sizes=[16, 32],
+        num_attention_heads=[1, 2],
+        patch_sizes=[7, 3],
+        strides=[4, 2],
+        mlp_ratios=[2, 2],
+        decoder_hidden_size=32,
+        num_labels=4,
+    )
+    return hf.SegformerForSemanticSegmentation(config)
+
+
+_SAMPLES = 400  # raw audio: the feature encoder's strides 5 and 2 leave 39 frames
+
+
+def hf_wav2vec2() -> Any:
+    """wav2vec 2.0 on raw audio: a 2-layer convolutional feature encoder (group norm), a
+    weight-normed convolutional position embedding, 2 transformer layers."""
+    hf = _hf()
+    config = hf.Wav2Vec2Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        conv_dim=(16, 16),
+        conv_stride=(5, 2),
+        conv_kernel=(10, 3),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        attn_implementation=ATTENTION,
+    )
+    return hf.Wav2Vec2Model(config)
+
+
 def _bart_inputs() -> Inputs:
     generator = _generator()
     return {
@@ -463,6 +723,10 @@ def _mel_inputs() -> Inputs:
     return {"input_features": torch.randn(BATCH, _MEL_BINS, _FRAMES, generator=_generator())}
 
 
+def _audio_inputs() -> Inputs:
+    return {"input_values": torch.randn(BATCH, _SAMPLES, generator=_generator())}
+
+
 def _text(name: str, factory: Callable[[], Any], output: str) -> RealModel:
     return RealModel(
         name,
@@ -473,6 +737,11 @@ def _text(name: str, factory: Callable[[], Any], output: str) -> RealModel:
         (output,),
         _TOKEN_AXES,
     )
+
+
+def _pixels(name: str, factory: Callable[[], Any], size: int, *outputs: str) -> RealModel:
+    """A transformers image model: ``pixel_values`` in, ``outputs`` (its ``ModelOutput`` keys) out."""
+    return RealModel(name, "transformers", _seeded(factory), _pixel_values(size), ("pixel_values",), outputs)
 
 
 _TRANSFORMERS = [
@@ -504,6 +773,39 @@ _TRANSFORMERS = [
         ("last_hidden_state",),
         {"input_features": {0: "batch"}},  # the frame count is fixed by max_source_positions
     ),
+    _text("hf_albert", hf_albert, "last_hidden_state"),
+    _text("hf_deberta_v2", hf_deberta_v2, "last_hidden_state"),
+    _text("hf_mpnet", hf_mpnet, "last_hidden_state"),
+    RealModel(
+        "hf_mobilebert",
+        "transformers",
+        _seeded(hf_mobilebert),
+        _tokens_and_mask,
+        ("input_ids", "attention_mask"),
+        ("last_hidden_state",),
+        # Only the batch: its trigram embedding pads ``embeddings[:, 1:]``, one token long at a
+        # sequence of 2, so torch.export guards ``sequence != 2`` (a size-1 specialisation).
+        {"input_ids": {0: "batch"}, "attention_mask": {0: "batch"}},
+    ),
+    _text("hf_gpt_neo", hf_gpt_neo, "logits"),
+    _text("hf_opt", hf_opt, "logits"),
+    _text("hf_bloom", hf_bloom, "logits"),
+    _text("hf_falcon", hf_falcon, "logits"),
+    _text("hf_phi", hf_phi, "logits"),
+    _text("hf_gemma", hf_gemma, "logits"),
+    _pixels("hf_beit", hf_beit, 32, "last_hidden_state"),
+    _pixels("hf_dinov2", hf_dinov2, 32, "last_hidden_state", "pooler_output"),
+    _pixels("hf_clip_vision", hf_clip_vision, 32, "last_hidden_state", "pooler_output"),
+    _pixels("hf_segformer", hf_segformer, 64, "logits"),
+    RealModel(
+        "hf_wav2vec2",
+        "transformers",
+        _seeded(hf_wav2vec2),
+        _audio_inputs,
+        ("input_values",),
+        ("last_hidden_state", "extract_features"),
+        {"input_values": {0: "batch"}},  # the sample count: see _SAMPLES
+    ),
 ]
 
 # ----------------------------------------------------------------------------------------------
@@ -520,6 +822,33 @@ def _timm(name: str, **overrides: Any) -> Callable[[], Any]:
     return factory
 
 
+def timm_mixer() -> Any:
+    """mixer_s16_224's class (token- and channel-mixing MLPs), 2 blocks of width 32. Its registered
+    variants fix ``patch_size``, ``num_blocks`` and ``embed_dim``, so the class is built directly."""
+    mixer = _library("timm.models.mlp_mixer")
+    return mixer.MlpMixer(num_classes=_CLASSES, img_size=32, patch_size=8, num_blocks=2, embed_dim=32)
+
+
+def timm_poolformer() -> Any:
+    """poolformer_s12's settings (pooling token mixer, GroupNorm1) on timm's MetaFormer class, 2
+    stages of one block. The registered variant fixes ``depths`` and ``dims``."""
+    metaformer = _library("timm.models.metaformer")
+    return metaformer.MetaFormer(
+        num_classes=_CLASSES,
+        depths=(1, 1),
+        dims=(16, 32),
+        token_mixers=metaformer.Pooling,
+        norm_layers=metaformer.GroupNorm1,
+        downsample_norm=None,
+        mlp_bias=True,
+        use_mlp_head=False,
+    )
+
+
+_TIMM_SWIN = {"img_size": 32, "window_size": 4, "embed_dim": 16, "depths": (1, 1), "num_heads": (1, 2)}
+_TIMM_VIT = {"img_size": 32, "patch_size": 8, "depth": 2, "embed_dim": 32, "num_heads": 2}
+
+
 _TIMM = [
     _vision("timm_vit_tiny", _timm("vit_tiny_patch16_224", img_size=32, patch_size=8, depth=2), 32, "timm"),
     _vision("timm_deit_tiny", _timm("deit_tiny_patch16_224", img_size=32, patch_size=8, depth=2), 32, "timm"),
@@ -528,6 +857,12 @@ _TIMM = [
     _vision("timm_efficientnet_b0", _timm("efficientnet_b0"), 32, "timm"),
     _vision("timm_mobilenetv3_small_050", _timm("mobilenetv3_small_050"), 32, "timm"),
     _vision("timm_regnetx_002", _timm("regnetx_002"), 32, "timm"),
+    _vision("timm_swin", _timm("swin_tiny_patch4_window7_224", **_TIMM_SWIN), 32, "timm"),
+    _vision("timm_eva02", _timm("eva02_tiny_patch14_224", **_TIMM_VIT), 32, "timm"),
+    _vision("timm_levit", _timm("levit_128s", img_size=64), 64, "timm"),
+    _vision("timm_ghostnet_050", _timm("ghostnet_050"), 32, "timm"),
+    _vision("timm_mixer", timm_mixer, 32, "timm"),
+    _vision("timm_poolformer", timm_poolformer, 32, "timm"),
 ]
 
 # ----------------------------------------------------------------------------------------------
@@ -565,6 +900,54 @@ class GRUTagger(nn.Module):
         hidden, _ = self.gru(self.embed(tokens))
         tags: torch.Tensor = self.head(hidden)
         return tags
+
+
+class UNetDenoiser(nn.Module):
+    """A small U-Net: a conv encoder, a transposed-conv and nearest-upsampling decoder with skip
+    connections, and a pixel-shuffle head at twice the input's resolution (super-resolution)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc1 = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.enc2 = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.bottom = nn.Sequential(nn.AvgPool2d(2), nn.Conv2d(16, 16, 3, padding=1), nn.LeakyReLU(0.1))
+        self.up2 = nn.Upsample(scale_factor=2, mode="nearest")
+        self.up1 = nn.ConvTranspose2d(16, 8, 2, stride=2)
+        self.dec = nn.Sequential(nn.Conv2d(16, 12, 3, padding=1), nn.PixelShuffle(2), nn.Sigmoid())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skip1 = self.enc1(x)
+        skip2 = self.enc2(skip1)
+        middle = self.up2(self.bottom(skip2)) + skip2
+        image: torch.Tensor = self.dec(torch.cat([self.up1(middle), skip1], dim=1))
+        return image
+
+
+class KeywordSpotter(nn.Module):
+    """A 1-D CNN on raw audio (keyword spotting): strided and dilated convolutions with batch
+    norm, max pooling, global average pooling over time, a linear classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv1d(1, 16, 9, stride=4),
+            nn.BatchNorm1d(16),
+            nn.GELU(),
+            nn.MaxPool1d(2),
+            nn.Conv1d(16, 32, 3, padding=2, dilation=2, groups=4),
+            nn.BatchNorm1d(32),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool1d(1),
+        )
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, waveform: torch.Tensor) -> torch.Tensor:
+        logits: torch.Tensor = self.head(self.features(waveform).flatten(1))
+        return logits
+
+
+def _waveform() -> Inputs:
+    return (torch.randn(BATCH, 1, _SAMPLES, generator=_generator()),)
 
 
 def torch_transformer() -> Any:
@@ -647,6 +1030,8 @@ _TORCH = [
         ("tags",),
         _RNN_AXES,
     ),
+    RealModel("torch_unet", "torch", _seeded(UNetDenoiser), _image(32), ("x",), ("image",)),
+    RealModel("torch_keyword_spotter", "torch", _seeded(KeywordSpotter), _waveform, ("waveform",), ("logits",)),
 ]
 
 ZOO: tuple[RealModel, ...] = (*_TORCHVISION, *_TRANSFORMERS, *_TIMM, *_TORCH)

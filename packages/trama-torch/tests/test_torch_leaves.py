@@ -221,6 +221,51 @@ CASES = [
     Case("Softplus", lambda: nn.Softplus(beta=2.0, threshold=1.0), _x(2, 3)),
     Case("ELU", lambda: nn.ELU(alpha=0.5), _x(2, 3)),
     Case("Hardswish", lambda: nn.Hardswish(), lambda: {"x": torch.linspace(-4, 4, 17)}),
+    # Opset 2: activations
+    Case("ReLU6", lambda: nn.ReLU6(), lambda: {"x": torch.linspace(-8, 8, 17)}),
+    Case("Hardtanh", lambda: nn.Hardtanh(-2.0, 0.5), lambda: {"x": torch.linspace(-4, 4, 17)}),
+    Case("Hardsigmoid", lambda: nn.Hardsigmoid(), lambda: {"x": torch.linspace(-4, 4, 17)}),
+    Case("Mish", lambda: nn.Mish(), _x(2, 3)),
+    Case("PReLU", lambda: nn.PReLU(3, init=0.1), _x(2, 3, 4), setup=lambda m: m.weight.copy_(torch.randn(3))),
+    Case("SELU", lambda: nn.SELU(), _x(2, 3)),
+    Case("CELU", lambda: nn.CELU(alpha=0.7), _x(2, 3)),
+    Case("GLU", lambda: nn.GLU(dim=1), _x(2, 4, 3)),
+    Case("LogSigmoid", lambda: nn.LogSigmoid(), _x(2, 3)),
+    Case("Softsign", lambda: nn.Softsign(), _x(2, 3)),
+    Case("Tanhshrink", lambda: nn.Tanhshrink(), _x(2, 3)),
+    Case("Hardshrink", lambda: nn.Hardshrink(0.3), _x(2, 3)),
+    Case("Softshrink", lambda: nn.Softshrink(0.3), _x(2, 3)),
+    Case("Threshold", lambda: nn.Threshold(0.1, -2.0), _x(2, 3)),
+    Case("Softmin", lambda: nn.Softmin(dim=1), _x(2, 3)),
+    # Opset 2: layers
+    Case("Conv3d", lambda: nn.Conv3d(4, 6, (3, 2, 2), stride=(1, 2, 1), padding=1, groups=2), _x(1, 4, 5, 6, 4)),
+    Case(
+        "ConvTranspose1d",
+        lambda: nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+        _x(2, 4, 5),
+    ),
+    Case("BatchNorm3d", lambda: nn.BatchNorm3d(3, eps=1e-4), _x(2, 3, 2, 3, 2), setup=_running_stats),
+    # Opset 2: pooling and resampling modules (window sizes as the tuples an import builds)
+    Case(
+        "MaxPool1d", lambda: nn.MaxPool1d((3,), stride=(2,), padding=(1,), dilation=(1,), ceil_mode=True), _x(2, 3, 9)
+    ),
+    Case(
+        "MaxPool3d",
+        lambda: nn.MaxPool3d((2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0), dilation=(1, 1, 1)),
+        _x(1, 2, 4, 6, 5),
+    ),
+    Case("AvgPool1d", lambda: nn.AvgPool1d((3,), stride=(2,), padding=(1,), count_include_pad=False), _x(2, 3, 8)),
+    Case(
+        "AvgPool3d",
+        lambda: nn.AvgPool3d((2, 2, 2), stride=(2, 2, 2), padding=(0, 0, 0), ceil_mode=True, divisor_override=3),
+        _x(1, 2, 5, 4, 4),
+    ),
+    Case("AdaptiveAvgPool1d", lambda: nn.AdaptiveAvgPool1d((3,)), _x(2, 3, 7)),
+    Case("AdaptiveAvgPool3d", lambda: nn.AdaptiveAvgPool3d((2, None, 3)), _x(1, 2, 5, 4, 7)),
+    Case("AdaptiveMaxPool1d", lambda: nn.AdaptiveMaxPool1d((4,)), _x(2, 3, 9)),
+    Case("AdaptiveMaxPool2d", lambda: nn.AdaptiveMaxPool2d((2, 3)), _x(2, 3, 5, 7)),
+    Case("Upsample", lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False), _x(1, 2, 3, 4)),
+    Case("Upsample-nearest-size", lambda: nn.Upsample(size=(5, 7), mode="nearest"), _x(1, 2, 3, 4)),
 ]
 
 
@@ -432,7 +477,7 @@ def test_leaf_op_rule() -> None:
     assert leaf_op(_Doubled(2, 2)) is None
     assert leaf_op(_OwnConvolution(1, 1, 1)) is None
     assert leaf_op(nn.Sequential()) is None
-    assert leaf_op(nn.ReLU6()) is None
+    assert leaf_op(nn.RReLU()) is None
     parametrized = nn.Linear(2, 2)
     nn.utils.parametrizations.orthogonal(parametrized)
     assert leaf_op(parametrized) is None
@@ -497,7 +542,7 @@ def test_refusals_name_the_module_and_the_reason() -> None:
     message = _export_error(hooked, ["x"])
     assert "forward hooks" in message
     assert "Linear at 'root'" in message
-    assert "not a catalog leaf" in _export_error(nn.ReLU6(), ["x"])
+    assert "not a catalog leaf" in _export_error(nn.RReLU(), ["x"])
     assert "no call-site argument ['need_weights']" in _export_error(nn.Linear(2, 2), ["x"], {"need_weights": False})
     swapped = nn.TransformerEncoderLayer(4, 2, 8)
     swapped.linear1 = _Initialised(4, 8)
@@ -563,7 +608,7 @@ def test_bind_leaf_call_maps_arguments_to_ports_and_constants() -> None:
         ("MultiheadAttention", (1, 2, 3), {"is_causal": True}, "is_causal=True is a hint about attn_mask"),
         ("TransformerEncoderLayer", (1,), {"is_causal": True}, "hint about src_mask"),
         ("ConvTranspose2d", (1,), {"output_size": [4, 4]}, "give the constructor the matching output_padding"),
-        ("Conv3d", (1,), {}, "'Conv3d' is not a catalog op implemented by a torch.nn module"),
+        ("ConvTranspose3d", (1,), {}, "'ConvTranspose3d' is not a catalog op implemented by a torch.nn module"),
     ],
 )
 def test_bind_leaf_call_refuses_what_it_cannot_record(

@@ -19,7 +19,22 @@ from trama.extension import Factory, FactoryTable, setting
 __all__ = ["Factory", "implementations", "implements", "setting", "tensor_slots"]
 
 _TABLE = FactoryTable(
-    "jax", (f"trama_jax.{name}" for name in ("layers", "sequence", "activations", "functions", "model"))
+    "jax",
+    (
+        f"trama_jax.{name}"
+        for name in (
+            "layers",
+            "sequence",
+            "activations",
+            "functions",
+            "elementwise",
+            "arrays",
+            "layer_functions",
+            "pooling",
+            "attention",
+            "model",
+        )
+    ),
 )
 #: The raw kernel factories by op name, as the op modules registered them (tests read these).
 _FACTORIES = _TABLE.factories

@@ -159,3 +159,161 @@ def elu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Par
 def hardswish(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """``x · min(max(x + 3, 0), 6) / 6``."""
     return _elementwise(node, jax.nn.hard_swish)
+
+
+# --- Opset 2 ----------------------------------------------------------------------------------
+#
+# A setting compared with ``x`` (a clamp's bounds, a threshold, ``lambd``) is a Python float,
+# which JAX's weak typing converts to ``x``'s dtype before comparing: the same number torch's
+# kernels compare with (float32's ``0.1``, not float64's).
+
+
+def _clamp(node: Node, low: float, high: float) -> JaxKernel:
+    """``min(max(x, low), high)``; ``jnp.clip`` keeps NaN."""
+    return _elementwise(node, lambda x: jnp.clip(x, low, high))
+
+
+@implements("ReLU6", "relu6")
+def relu6(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``min(max(x, 0), 6)``."""
+    check_settings(node, parameters)
+    return _clamp(node, 0.0, 6.0)
+
+
+@implements("Hardtanh", "hardtanh")
+def hardtanh(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``min(max(x, min_val), max_val)`` (the order of the bounds is checked by the core)."""
+    settings = check_settings(node, parameters)
+    return _clamp(node, settings.number("min_val"), settings.number("max_val"))
+
+
+@implements("Hardsigmoid", "hardsigmoid")
+def hardsigmoid(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``min(max(x + 3, 0), 6) / 6``, which ``jax.nn.hard_sigmoid`` computes as ``relu6(x + 3) / 6``."""
+    return _elementwise(node, jax.nn.hard_sigmoid)
+
+
+@implements("Mish", "mish")
+def mish(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``x · tanh(softplus(x))`` (``jax.nn.mish``; ``−inf`` gives NaN, as in torch)."""
+    return _elementwise(node, jax.nn.mish)
+
+
+def _prelu(x: jax.Array, slopes: jax.Array, site: Site) -> jax.Array:
+    """``x`` where ``x > 0``, else ``w · x`` with ``w`` the slope of the element's channel
+    (dimension 1; one channel below 2 dimensions): one slope for all, or one per channel."""
+    channels = x.shape[1] if x.ndim >= 2 else 1
+    if slopes.ndim > 1 or slopes.size not in (1, channels):
+        raise site.fail(
+            f"weight has shape {list(slopes.shape)}; it must hold 1 value or one per channel "
+            f"({channels}, x.shape[1] of x {list(x.shape)})"
+        )
+    w = slopes.reshape(() if slopes.size == 1 else (-1, *[1] * (x.ndim - 2)))
+    return jnp.where(x > 0, x, w * x)
+
+
+@implements("PReLU")
+def prelu_module(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """The module: its ``weight`` slot ``[num_parameters]`` (an argument of ``apply``, so that it
+    can be trained), used in ``x``'s dtype."""
+    settings, site = check_settings(node, parameters), Site(node)
+
+    def apply(tensors: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
+        x = site.floating(inputs)
+        return {"y": _prelu(x, jnp.asarray(tensors["weight"]).astype(x.dtype), site)}
+
+    return JaxKernel(apply, settings.tensors)
+
+
+@implements("prelu")
+def prelu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """The function: the weight on its port, 0-d or 1-d, of ``x``'s dtype (torch does not promote)."""
+    check_settings(node, parameters)
+    site = Site(node)
+
+    def apply(tensors: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
+        x = site.floating(inputs)
+        weight = jnp.asarray(inputs["weight"])
+        if weight.dtype != x.dtype:
+            raise site.fail(f"weight has dtype {weight.dtype}, but x has {x.dtype}; they must be the same")
+        return {"y": _prelu(x, weight, site)}
+
+    return JaxKernel(apply)
+
+
+@implements("SELU", "selu")
+def selu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``scale · x`` where ``x > 0``, else ``scale · α · (exp(x) − 1)``: ``jax.nn.selu``, whose
+    constants are torch's."""
+    return _elementwise(node, jax.nn.selu)
+
+
+@implements("CELU", "celu")
+def celu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``x`` where ``x > 0``, else ``α · (exp(x / α) − 1)`` (α ≠ 0 is checked by the core)."""
+    alpha = check_settings(node, parameters).number("alpha")
+    return _elementwise(node, lambda x: jnp.where(x > 0, x, alpha * jnp.expm1(jnp.minimum(x, 0) / alpha)))
+
+
+@implements("GLU", "glu")
+def glu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``a · σ(b)``, ``a`` and ``b`` the halves of ``x`` along ``dim``."""
+    dim, site = check_settings(node, parameters).integer("dim"), Site(node)
+
+    def apply(tensors: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
+        x = site.floating(inputs)
+        if x.ndim == 0:
+            raise site.fail("x is 0-d, which has no dimension to halve")
+        axis = wrap_dim(dim, x.ndim, site)
+        if x.shape[axis] % 2:
+            raise site.fail(f"x has size {x.shape[axis]} along dim {dim}, which must be even")
+        a, b = jnp.split(x, 2, axis=axis)
+        return {"y": a * jax.nn.sigmoid(b)}
+
+    return JaxKernel(apply)
+
+
+@implements("LogSigmoid", "logsigmoid")
+def logsigmoid(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``log σ(x) = −softplus(−x)`` (``jax.nn.log_sigmoid``: no overflow)."""
+    return _elementwise(node, jax.nn.log_sigmoid)
+
+
+@implements("Softsign", "softsign")
+def softsign(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``x / (1 + |x|)``."""
+    return _elementwise(node, jax.nn.soft_sign)
+
+
+@implements("Tanhshrink", "tanhshrink")
+def tanhshrink(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``x − tanh(x)``."""
+    return _elementwise(node, lambda x: x - jnp.tanh(x))
+
+
+@implements("Hardshrink", "hardshrink")
+def hardshrink(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """0 where ``−lambd ≤ x ≤ lambd``, else ``x`` (NaN fails both tests, so it stays NaN)."""
+    lambd = check_settings(node, parameters).number("lambd")
+    return _elementwise(node, lambda x: jnp.where((x >= -lambd) & (x <= lambd), jnp.zeros_like(x), x))
+
+
+@implements("Softshrink", "softshrink")
+def softshrink(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``x ∓ lambd`` beyond ``±lambd``, else ``x · 0`` (a signed zero; NaN stays NaN)."""
+    lambd = check_settings(node, parameters).number("lambd")
+    return _elementwise(node, lambda x: jnp.where(x > lambd, x - lambd, jnp.where(x < -lambd, x + lambd, x * 0)))
+
+
+@implements("Threshold", "threshold")
+def threshold(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``value`` where ``x ≤ threshold``, else ``x``."""
+    settings = check_settings(node, parameters)
+    limit, value = settings.number("threshold"), settings.number("value")
+    return _elementwise(node, lambda x: jnp.where(x <= limit, jnp.asarray(value, x.dtype), x))
+
+
+@implements("Softmin", "softmin")
+def softmin(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``softmax(−x)`` along ``dim``."""
+    return _softmax_kernel(node, parameters, lambda row, axis: jax.nn.softmax(-row, axis=axis))

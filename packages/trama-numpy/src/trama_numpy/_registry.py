@@ -16,7 +16,23 @@ from trama.extension import Factory, FactoryTable, setting
 
 __all__ = ["Factory", "implementations", "implements", "optional_array", "required_array", "setting"]
 
-_TABLE = FactoryTable("numpy", (f"trama_numpy.{name}" for name in ("layers", "activations", "functions", "sequence")))
+_TABLE = FactoryTable(
+    "numpy",
+    (
+        f"trama_numpy.{name}"
+        for name in (
+            "layers",
+            "activations",
+            "functions",
+            "sequence",
+            "elementwise",
+            "arrays",
+            "layer_functions",
+            "pooling",
+            "attention",
+        )
+    ),
+)
 
 #: Register a factory ``(node, *, children, parameters) -> kernel`` for these op names.
 implements = _TABLE.implements

@@ -32,22 +32,38 @@ from trama import Node, Parameter
 from trama.catalog import check_settings
 from trama.extension import Kernel
 from trama.format import numpy_dtype
-from trama_numpy._registry import implements
+from trama_numpy._registry import implements, required_array
 
 __all__ = [
+    "celu",
     "elu",
     "erf",
     "erfc",
     "gelu",
+    "glu",
+    "hardshrink",
+    "hardsigmoid",
     "hardswish",
+    "hardtanh",
     "leaky_relu",
     "log_softmax",
+    "logsigmoid",
+    "mish",
+    "prelu",
+    "prelu_module",
     "relu",
+    "relu6",
+    "selu",
     "sigmoid",
     "silu",
     "softmax",
+    "softmin",
     "softplus",
+    "softshrink",
+    "softsign",
     "tanh",
+    "tanhshrink",
+    "threshold",
 ]
 
 Array = npt.NDArray[Any]
@@ -370,3 +386,212 @@ def elu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Par
 def hardswish(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``x · min(max(x + 3, 0), 6) / 6``."""
     return _elementwise(node, lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0)
+
+
+# --- Opset 2 ----------------------------------------------------------------------------------
+
+
+def _rounded(value: float, x: Array) -> float:
+    """A setting as torch's kernel holds it: a number of ``x``'s dtype (widened back to float64
+    for the formula). Comparing with the unrounded float64 would move the boundary: ``0.1`` in
+    float64 is not float32's ``0.1``, and torch compares ``x`` with the latter."""
+    return float(np.asarray(value, dtype=np.float64).astype(x.dtype))
+
+
+def _with_dtype(node: Node, make: Callable[[Array], Callable[[Float64Array], Float64Array]]) -> Kernel:
+    """A kernel like :func:`_elementwise` whose formula depends on ``x``'s dtype (``make`` gets
+    ``x`` and returns the float64 formula): settings rounded to it, see :func:`_rounded`."""
+    where = _where(node)
+
+    def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        x = _floating_input(inputs, where)
+        return {"y": _widened(x, make(x))}
+
+    return kernel
+
+
+def _clamp(node: Node, low: float, high: float) -> Kernel:
+    """``min(max(x, low), high)`` with the bounds in ``x``'s dtype; ``np.clip`` keeps NaN."""
+    return _with_dtype(node, lambda x: lambda x64: np.clip(x64, _rounded(low, x), _rounded(high, x)))
+
+
+@implements("ReLU6", "relu6")
+def relu6(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``min(max(x, 0), 6)``."""
+    check_settings(node, parameters)
+    return _clamp(node, 0.0, 6.0)
+
+
+@implements("Hardtanh", "hardtanh")
+def hardtanh(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``min(max(x, min_val), max_val)`` (the order of the bounds is checked by the core)."""
+    settings = check_settings(node, parameters)
+    return _clamp(node, settings.number("min_val"), settings.number("max_val"))
+
+
+@implements("Hardsigmoid", "hardsigmoid")
+def hardsigmoid(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``min(max(x + 3, 0), 6) / 6``."""
+    return _elementwise(node, lambda x: np.clip(x + 3.0, 0.0, 6.0) / 6.0)
+
+
+def _softplus64(x: Float64Array) -> Float64Array:
+    """``log(1 + exp(x))`` without overflow: ``max(x, 0) + log1p(exp(−|x|))``."""
+    return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
+
+
+@implements("Mish", "mish")
+def mish(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``x · tanh(softplus(x))``; ``−inf`` gives ``−inf · 0``, NaN, as in torch."""
+    return _elementwise(node, lambda x: x * np.tanh(_softplus64(x)))
+
+
+def _prelu(x: Array, slopes: Array, where: str) -> Array:
+    """``x`` where ``x > 0``, else ``w · x`` with ``w`` the slope of the element's channel (dimension
+    1; one channel below 2 dimensions): one slope for all, or one per channel."""
+    channels = x.shape[1] if x.ndim >= 2 else 1
+    if slopes.ndim > 1 or slopes.size not in (1, channels):
+        raise ValueError(
+            f"{where}: weight has shape {list(slopes.shape)}; it must hold 1 value or one per channel "
+            f"({channels}, x.shape[1] of x {list(x.shape)})"
+        )
+    shape = () if slopes.size == 1 else (-1, *[1] * (x.ndim - 2))
+    w = slopes.astype(np.float64).reshape(shape)
+    return _widened(x, lambda x64: np.where(x64 > 0, x64, w * x64))
+
+
+@implements("PReLU")
+def prelu_module(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """The module: its ``weight`` slot ``[num_parameters]``, used in ``x``'s dtype."""
+    check_settings(node, parameters)
+    where = _where(node)
+    weight = required_array(parameters, "weight")
+
+    def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        x = _floating_input(inputs, where)
+        return {"y": _prelu(x, weight.astype(x.dtype, copy=False), where)}
+
+    return kernel
+
+
+@implements("prelu")
+def prelu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """The function: the weight on its port, 0-d or 1-d, of ``x``'s dtype (torch does not promote)."""
+    check_settings(node, parameters)
+    where = _where(node)
+
+    def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        x = _floating_input(inputs, where)
+        weight = np.asarray(inputs["weight"])
+        if weight.dtype != x.dtype:
+            raise TypeError(f"{where}: weight has dtype {weight.dtype}, but x has {x.dtype}; they must be the same")
+        return {"y": _prelu(x, weight, where)}
+
+    return kernel
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+@implements("SELU", "selu")
+def selu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``scale · x`` where ``x > 0``, else ``scale · α · (exp(x) − 1)`` (``expm1``: exact near 0)."""
+    return _elementwise(node, lambda x: _SELU_SCALE * np.where(x > 0, x, _SELU_ALPHA * np.expm1(x)))
+
+
+@implements("CELU", "celu")
+def celu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``x`` where ``x > 0``, else ``α · (exp(x / α) − 1)`` (α ≠ 0 is checked by the core)."""
+    alpha = check_settings(node, parameters).number("alpha")
+    return _elementwise(node, lambda x: np.where(x > 0, x, alpha * np.expm1(x / alpha)))
+
+
+@implements("GLU", "glu")
+def glu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``a · σ(b)``, ``a`` and ``b`` the halves of ``x`` along ``dim``."""
+    dim = check_settings(node, parameters).integer("dim")
+    where = _where(node)
+
+    def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        x = _floating_input(inputs, where)
+        if x.ndim == 0:
+            raise ValueError(f"{where}: x is 0-d, which has no dimension to halve")
+        if not -x.ndim <= dim < x.ndim:
+            raise IndexError(f"{where}: dim {dim} is out of range for a tensor of {x.ndim} dimensions")
+        axis = dim % x.ndim
+        size = x.shape[axis]
+        if size % 2:
+            raise ValueError(f"{where}: x has size {size} along dim {dim}, which must be even")
+        a, b = np.split(x, 2, axis=axis)
+        return {"y": _widened(a, lambda a64: a64 * _sigmoid64(b.astype(np.float64)))}
+
+    return kernel
+
+
+@implements("LogSigmoid", "logsigmoid")
+def logsigmoid(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``log σ(x) = min(x, 0) − log1p(exp(−|x|))``: no overflow, no ``log`` of a rounded 0."""
+    return _elementwise(node, lambda x: np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x))))
+
+
+@implements("Softsign", "softsign")
+def softsign(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``x / (1 + |x|)``."""
+    return _elementwise(node, lambda x: x / (1.0 + np.abs(x)))
+
+
+@implements("Tanhshrink", "tanhshrink")
+def tanhshrink(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``x − tanh(x)``, in float64: the difference cancels for small ``x`` and float64 keeps the
+    digits that a float32 evaluation loses."""
+    return _elementwise(node, lambda x: x - np.tanh(x))
+
+
+@implements("Hardshrink", "hardshrink")
+def hardshrink(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """0 where ``−lambd ≤ x ≤ lambd``, else ``x`` (NaN fails both tests, so it stays NaN)."""
+    lambd = check_settings(node, parameters).number("lambd")
+
+    def make(x: Array) -> Callable[[Float64Array], Float64Array]:
+        bound = _rounded(lambd, x)
+        return lambda x64: np.where((x64 >= -bound) & (x64 <= bound), 0.0, x64)
+
+    return _with_dtype(node, make)
+
+
+@implements("Softshrink", "softshrink")
+def softshrink(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``x ∓ lambd`` beyond ``±lambd``, else ``x · 0`` (a signed zero; NaN stays NaN)."""
+    lambd = check_settings(node, parameters).number("lambd")
+
+    def make(x: Array) -> Callable[[Float64Array], Float64Array]:
+        bound = _rounded(lambd, x)
+        return lambda x64: np.where(x64 > bound, x64 - bound, np.where(x64 < -bound, x64 + bound, x64 * 0.0))
+
+    return _with_dtype(node, make)
+
+
+@implements("Threshold", "threshold")
+def threshold(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``value`` where ``x ≤ threshold``, else ``x``, both settings in ``x``'s dtype."""
+    settings = check_settings(node, parameters)
+    limit, value = settings.number("threshold"), settings.number("value")
+
+    def make(x: Array) -> Callable[[Float64Array], Float64Array]:
+        bound, replacement = _rounded(limit, x), _rounded(value, x)
+        return lambda x64: np.where(x64 <= bound, replacement, x64)
+
+    return _with_dtype(node, make)
+
+
+@implements("Softmin", "softmin")
+def softmin(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``softmax(−x)`` along ``dim``."""
+    softmax_of = _softmax_kernel(node, parameters, log=False)
+
+    def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
+        x = _floating_input(inputs, _where(node))
+        return softmax_of({**inputs, "x": -x})
+
+    return kernel

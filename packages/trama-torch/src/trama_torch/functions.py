@@ -19,6 +19,7 @@ the reciprocal, which can differ from ``torch.div`` in the last bit).
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -390,7 +391,7 @@ class FunctionFactory:
     def __call__(
         self, node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]
     ) -> FunctionModule:
-        build, operands = _OPS[self.op]
+        build, operands = _all_ops()[self.op]
         slots = _Slots(node, parameters)
         constants: dict[str, Any] = {}
         for name in operands:
@@ -408,6 +409,21 @@ class FunctionFactory:
         )
 
 
+@functools.cache
+def _all_ops() -> Mapping[str, tuple[Builder, tuple[str, ...]]]:
+    """Opset 1's function ops and those of the opset-2 families (:mod:`trama_torch.function_ops`),
+    imported here rather than at the top because each family builds on this module's helpers."""
+    from trama_torch.function_ops import activations, arrays, attention, elementwise, layer_functions, pooling
+
+    merged: dict[str, tuple[Builder, tuple[str, ...]]] = dict(_OPS)
+    for family in (activations, elementwise, arrays, layer_functions, pooling, attention):
+        for op, row in family.OPS.items():
+            if op in merged:
+                raise RuntimeError(f"torch function op {op!r} is implemented twice")
+            merged[op] = row
+    return merged
+
+
 def function_factories() -> Mapping[str, FunctionFactory]:
     """The factory of every catalog function op (the ops that are neither modules nor composites)."""
-    return {op: FunctionFactory(op) for op in _OPS}
+    return {op: FunctionFactory(op) for op in _all_ops()}

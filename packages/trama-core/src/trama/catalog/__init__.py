@@ -28,7 +28,18 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from trama.catalog import activations, composites, functions, layers, sequence
+from trama.catalog import (
+    activations,
+    arrays,
+    attention,
+    composites,
+    elementwise,
+    functions,
+    layer_functions,
+    layers,
+    pooling,
+    sequence,
+)
 from trama.catalog._checkers import check_settings
 from trama.catalog._geometry import (
     PAD_MODES,
@@ -80,7 +91,7 @@ __all__ = [
 #: The catalog's version. Bump it when an op, a slot or a port is added; meanings never change
 #: within a name (``docs/ops.md``, "Versions"), so a document of opset n reads the same under any
 #: later opset.
-CATALOG_OPSET = 1
+CATALOG_OPSET = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +121,7 @@ CATALOG_CATEGORIES: tuple[Category, ...] = (
         "Layers",
         "The `torch.nn` layers with a fixed computation: dense and bilinear maps, convolutions, pooling, "
         "normalization, embedding, dropout and shape helpers.",
-        layers.SPECS,
+        (*layers.SPECS, *layer_functions.LAYERS, *pooling.LAYERS, *attention.LAYERS),
     ),
     Category(
         "sequence",
@@ -130,6 +141,37 @@ CATALOG_CATEGORIES: tuple[Category, ...] = (
         "Tensor functions",
         "The calls a tracer finds in a `forward`: arithmetic, joining, reshaping, reductions, indexing and constants.",
         functions.SPECS,
+    ),
+    Category(
+        "elementwise",
+        "Elementwise math, comparisons and selection",
+        "Elementwise functions of one or more tensors: math, comparisons, logic, selection and casts.",
+        elementwise.SPECS,
+    ),
+    Category(
+        "arrays",
+        "Shapes, gathering, scans and creation",
+        "Expanding, gathering, scanning, repeating and creating tensors.",
+        arrays.SPECS,
+    ),
+    Category(
+        "layer_functions",
+        "Layers as functions",
+        "The function forms of the dense, convolution, normalization and embedding layers, as "
+        "`torch.nn.functional` calls them: weights are input ports, fed by `constant` nodes.",
+        layer_functions.SPECS,
+    ),
+    Category(
+        "pooling",
+        "Pooling, resampling and padding as functions",
+        "The function forms of pooling and upsampling, and padding.",
+        pooling.SPECS,
+    ),
+    Category(
+        "attention",
+        "Attention as a function",
+        "Scaled dot-product attention as `torch.nn.functional.scaled_dot_product_attention` computes it.",
+        attention.SPECS,
     ),
 )
 

@@ -108,12 +108,14 @@ def op(
     composite: bool = False,
     variadic_inputs: bool = False,
     variadic_outputs: bool = False,
+    since: int = 1,
 ) -> OpSpec:
     """An :class:`OpSpec` whose doc is ``semantics`` followed by its eval-mode paragraph.
 
     ``semantics`` may be a sequence of blocks, each dedented on its own and joined by blank lines:
     that is how text shared by several ops (a family's window rules) is spliced in. Ports default
-    to the catalog's single-input convention (``x`` in, ``y`` out).
+    to the catalog's single-input convention (``x`` in, ``y`` out). ``since`` is the catalog
+    opset that added the op (:data:`trama.catalog.CATALOG_OPSET` when it is new).
     """
     blocks = (semantics,) if isinstance(semantics, str) else tuple(semantics)
     text = "\n\n".join(prose(block) for block in blocks)
@@ -127,4 +129,5 @@ def op(
         variadic_inputs=variadic_inputs,
         variadic_outputs=variadic_outputs,
         doc=f"{text}\n\n**Eval mode.** {prose(eval_mode)}",
+        since=since,
     )

@@ -16,7 +16,16 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from trama.catalog import _function_checks, _layer_checks, _sequence_checks
+from trama.catalog import (
+    _arrays_checks,
+    _attention_checks,
+    _elementwise_checks,
+    _function_checks,
+    _layer_checks,
+    _layer_functions_checks,
+    _pooling_checks,
+    _sequence_checks,
+)
 from trama.catalog._reader import Checker, Settings
 from trama.errors import RegistryError
 from trama.format._model import Node, Parameter
@@ -30,6 +39,11 @@ CHECKERS: Mapping[str, Checker] = {
     **_sequence_checks.CHECKERS,
     **_function_checks.CHECKERS,
     **_function_checks.ACTIVATION_CHECKERS,
+    **_elementwise_checks.CHECKERS,
+    **_arrays_checks.CHECKERS,
+    **_layer_functions_checks.CHECKERS,
+    **_pooling_checks.CHECKERS,
+    **_attention_checks.CHECKERS,
 }
 
 #: The node being built by :func:`checking`, its parameters and its settings.

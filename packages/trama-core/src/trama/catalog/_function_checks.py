@@ -26,6 +26,7 @@ from trama.catalog._reader import (
     IntList,
     Number,
     Reader,
+    Relation,
     RequiredList,
     Rule,
     is_int,
@@ -170,6 +171,39 @@ CHECKERS: dict[str, Checker] = {
 
 _SOFTMAX = Checker({"dim": Integer(minimum=None, nullable=True, default=None)})
 
+_HARDTANH: dict[str, Rule] = {"min_val": Number(default=-1.0), "max_val": Number(default=1.0)}
+
+
+def _bounds(*, strict: bool) -> Relation:
+    """``min_val`` ≤ ``max_val``, as ``F.hardtanh`` requires; ``strict``: <, as ``nn.Hardtanh``
+    asserts in its constructor (torch's two forms disagree on equal bounds, and so do the ops)."""
+
+    def check(reader: Reader) -> None:
+        low, high = reader.values["min_val"], reader.values["max_val"]
+        if low > high or (strict and low == high):
+            relation = "less than" if strict else "at most"
+            raise reader.error(f"min_val ({low}) must be {relation} max_val ({high}), as torch requires")
+
+    return check
+
+
+def _nonzero_alpha(reader: Reader) -> None:
+    """CELU divides by ``alpha``: torch refuses 0."""
+    if reader.values["alpha"] == 0:
+        raise reader.error("alpha must not be 0 (CELU divides by it), as torch requires")
+
+
+def _non_negative_lambd(reader: Reader) -> None:
+    """Softshrink's ``lambd`` moves values towards 0: torch refuses a negative one."""
+    if reader.values["lambd"] < 0:
+        raise reader.error(f"lambd must be ≥ 0, got {reader.values['lambd']}, as torch requires")
+
+
+def _prelu_weight(reader: Reader) -> None:
+    """The module's weight: one slope per parameter, ``[num_parameters]``."""
+    reader.tensor("weight", (reader.values["num_parameters"],), "[num_parameters]")
+
+
 #: By module name; the function form (``relu`` for ``ReLU``) has the same checker.
 _ACTIVATIONS: dict[tuple[str, str], Checker] = {
     ("ReLU", "relu"): Checker(),
@@ -183,6 +217,29 @@ _ACTIVATIONS: dict[tuple[str, str], Checker] = {
     ("Softplus", "softplus"): Checker({"beta": Number(default=1.0), "threshold": Number(default=20.0)}),
     ("ELU", "elu"): Checker({"alpha": Number(default=1.0)}),
     ("Hardswish", "hardswish"): Checker(),
+    # Opset 2.
+    ("ReLU6", "relu6"): Checker(),
+    ("Hardsigmoid", "hardsigmoid"): Checker(),
+    ("Mish", "mish"): Checker(),
+    ("SELU", "selu"): Checker(),
+    ("CELU", "celu"): Checker({"alpha": Number(default=1.0)}, (_nonzero_alpha,)),
+    ("GLU", "glu"): Checker({"dim": Integer(minimum=None, default=-1)}),
+    ("LogSigmoid", "logsigmoid"): Checker(),
+    ("Softsign", "softsign"): Checker(),
+    ("Tanhshrink", "tanhshrink"): Checker(),
+    ("Hardshrink", "hardshrink"): Checker({"lambd": Number(default=0.5)}),
+    ("Softshrink", "softshrink"): Checker({"lambd": Number(default=0.5)}, (_non_negative_lambd,)),
+    ("Threshold", "threshold"): Checker({"threshold": Number(), "value": Number()}),
+    ("Softmin", "softmin"): _SOFTMAX,
 }
 
-ACTIVATION_CHECKERS: dict[str, Checker] = {name: checker for names, checker in _ACTIVATIONS.items() for name in names}
+ACTIVATION_CHECKERS: dict[str, Checker] = {
+    **{name: checker for names, checker in _ACTIVATIONS.items() for name in names},
+    # The two forms of these check different things (torch's module asserts strictly ordered
+    # bounds where its function accepts equal ones; the module holds PReLU's weight, the function
+    # takes it on a port), so each form has its own checker.
+    "Hardtanh": Checker(_HARDTANH, (_bounds(strict=True),)),
+    "hardtanh": Checker(_HARDTANH, (_bounds(strict=False),)),
+    "PReLU": Checker({"num_parameters": Integer(minimum=1, default=1)}, (_prelu_weight,)),
+    "prelu": Checker(),
+}

@@ -48,9 +48,18 @@ Contents: [Versions](#versions) · [Conventions](#conventions) ·
 
 ## Versions
 
-The catalog is the namespace `{CATALOG_NAMESPACE}`, and this is opset **{CATALOG_OPSET}**. A document
-that uses its ops records `"opsets": {{"{CATALOG_NAMESPACE}": {CATALOG_OPSET}}}`. A document without
-that entry is read as opset 1.
+The catalog is the namespace `{CATALOG_NAMESPACE}`, and this is opset **{CATALOG_OPSET}**. Each op says
+which opset added it ("since opset 2" next to its signature; no mention means opset 1). A
+document records the oldest opset that has every op it uses: `"opsets": {{"{CATALOG_NAMESPACE}": 1}}` for
+a document of opset-1 ops, `{{"{CATALOG_NAMESPACE}": {CATALOG_OPSET}}}` as soon as it uses an op added in
+opset {CATALOG_OPSET}, so that a reader that knows only opset 1 still reads every document it can. A
+document without that entry is read as opset 1.
+
+Opset 1 covered hand-written models and plain CNNs. Opset 2 adds what real torchvision, timm
+and transformers models call once captured: the function form of every module op (weights as
+input ports, fed by `constant` nodes), elementwise math, comparisons, logic, `where` and casts,
+expanding, gathering, scans and creation, more activations, 1-D and 3-D pooling and
+convolution, resampling, padding, and scaled dot-product attention.
 
 * **What an opset promises.** An op name keeps its meaning forever. Opset n + 1 contains every
   op of opset n with the same ports, slots and computation. A new opset may add ops. It may also
@@ -232,9 +241,10 @@ def _signature(spec: OpSpec) -> str:
 
 def _section(spec: OpSpec) -> str:
     kind = "composite" if spec.composite else "leaf"
+    since = f" · since opset {spec.since}" if spec.since is not None and spec.since > 1 else ""
     return (
         f'<a id="{_anchor(spec.name)}"></a>\n\n### `{spec.name}`\n\n'
-        f"{_signature(spec)} · {kind}\n\n{_slot_table(spec.parameters)}\n{spec.doc}\n"
+        f"{_signature(spec)} · {kind}{since}\n\n{_slot_table(spec.parameters)}\n{spec.doc}\n"
     )
 
 

@@ -476,7 +476,7 @@ def export_model(
         nodes=nodes,
         parameters=session.parameters,
         metadata={**producer, **(metadata or {})},
-        opsets=dict(opsets) if opsets is not None else _opsets_used(nodes, plugin_host().opsets()),
+        opsets=dict(opsets) if opsets is not None else _opsets_used(nodes, plugin_host().opsets(), registry),
         input_facts=input_facts,
         output_facts=output_facts,
         source_format_version=None,
@@ -532,12 +532,21 @@ def _checked_dynamic_shapes(
     return checked
 
 
-def _opsets_used(nodes: list[Node], known: Mapping[str, int]) -> dict[str, int]:
-    """The versions of the installed namespaces that the nodes' ops belong to."""
+def _opsets_used(nodes: list[Node], known: Mapping[str, int], registry: OpRegistry) -> dict[str, int]:
+    """The opset each installed namespace the nodes' ops belong to needs: the highest ``since``
+    of the ops used (so a document of opset-1 ops still reads as opset 1 once opset 2 exists),
+    or the installed version where an op does not say when it came."""
     from trama.format._specs import op_namespace
 
-    used = {op_namespace(node.op) for node in nodes}
-    return {namespace: known[namespace] for namespace in sorted(used) if namespace in known}
+    needed: dict[str, int] = {}
+    for node in nodes:
+        namespace = op_namespace(node.op)
+        if namespace not in known:
+            continue
+        spec = registry.get(node.op)
+        since = spec.since if spec is not None and spec.since is not None else known[namespace]
+        needed[namespace] = max(needed.get(namespace, 0), min(since, known[namespace]))
+    return dict(sorted(needed.items()))
 
 
 def _rename_clashing_parameters(nodes: list[Node], table: dict[str, Parameter]) -> None:

@@ -105,6 +105,11 @@ class OpSpec:
     variadic_inputs: bool = False
     variadic_outputs: bool = False
     doc: str = field(default="", compare=False)
+    #: The opset of the op's namespace that introduced it, or ``None`` where its package does not
+    #: say. An exporter records, for each namespace, the highest ``since`` among the ops a document
+    #: uses, so a document that needs nothing newer keeps reading as the older opset; any op whose
+    #: ``since`` is unknown makes it record the namespace's installed opset instead.
+    since: int | None = None
 
     def __post_init__(self) -> None:
         for attr in ("inputs", "outputs", "parameters", "optional_inputs"):

@@ -20,6 +20,9 @@ from trama.format._tensor import Tensor
 from trama.tools._ssa import describe_metadata_value, format_ref
 from trama.version import FORMAT_VERSION
 
+#: The node metadata key that marks a decomposed framework op (docs/format.md §4.6).
+DECOMPOSED = "decomposed"
+
 __all__ = ["ModelSummary", "OpCount", "ParameterTotals", "ValueSummary", "render_summary", "summarize"]
 
 
@@ -84,6 +87,9 @@ class ModelSummary:
     external_tensors: int
     #: Bytes of tensor data per dtype, in the format's dtype order.
     dtype_bytes: dict[str, int]
+    #: ``Graph`` nodes an exporter wrote as a decomposition of one framework op that has no
+    #: catalog op (their ``decomposed`` metadata, docs/format.md §4.6), by that op, most first.
+    decomposed: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (``trama info --json``)."""
@@ -116,7 +122,17 @@ def summarize(model: Model) -> ModelSummary:
         shared_entries=_shared_entries(model.nodes),
         external_tensors=external,
         dtype_bytes=dtype_bytes,
+        decomposed=_decomposed(model.nodes),
     )
+
+
+def _decomposed(nodes: list[Node]) -> dict[str, int]:
+    counts = Counter(
+        str(node.metadata[DECOMPOSED])
+        for node in nodes
+        if node.calls is None and node.metadata and isinstance(node.metadata.get(DECOMPOSED), str)
+    )
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 def _metadata_text(metadata: dict[str, Any], key: str) -> str | None:
@@ -180,6 +196,10 @@ def render_summary(summary: ModelSummary) -> str:
     rows.append(("inputs", _values_line(summary.inputs)))
     rows.append(("outputs", _values_line(summary.outputs)))
     rows += _node_rows(summary)
+    if summary.decomposed:
+        total = sum(summary.decomposed.values())
+        ops = ", ".join(f"{op} ×{count}" for op, count in summary.decomposed.items())
+        rows.append(("decomposed", f"{_plural(total, 'node', 'nodes')} ({ops})"))
     rows += _parameter_rows(summary)
     width = max(len(label) for label, _ in rows)
     return "".join(f"{label.ljust(width)}  {text}".rstrip() + "\n" for label, text in rows)

@@ -19,6 +19,8 @@ that says which module, which source line, and that the catalog has no op for it
 
 from __future__ import annotations
 
+import functools
+import math
 import operator
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -28,10 +30,22 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from trama_torch.capture.values import Several, Sym, is_runtime
+from trama_torch.capture.values import ConstTensor, Several, Sym, is_runtime
 from trama_torch.leaves.modules import implicit_softmax_dim
 
-__all__ = ["Alias", "Emit", "MissingOp", "Nothing", "foldable", "op_name", "size_value", "translate"]
+__all__ = [
+    "Alias",
+    "Emit",
+    "InPlaceHazard",
+    "MissingOp",
+    "Nothing",
+    "Register",
+    "foldable",
+    "inplace_hazard",
+    "op_name",
+    "size_value",
+    "translate",
+]
 
 aten = torch.ops.aten
 
@@ -168,6 +182,10 @@ def _operand(call: _Node, name: str, slot: str, ports: dict[str, Any], parameter
         raise _size_read(call)
     if is_runtime(value):
         ports[slot] = value
+    elif isinstance(value, float) and not math.isfinite(value):
+        # JSON has no inf or NaN number: a 0-d float32 tensor promotes as the Python float did
+        # (it never widens a float tensor, and an integer tensor with it gives float32).
+        ports[slot] = ConstTensor(torch.tensor(value, dtype=torch.float32), f"{name}_{slot}")
     elif isinstance(value, (bool, int, float)):
         parameters[slot] = value
     else:
@@ -520,6 +538,20 @@ def _expand(call: _Node) -> Mapped:
     raise call.missing()
 
 
+def _numpy_t(call: _Node) -> Mapped:
+    """``x.T``: every dimension reversed."""
+    x = call.tensor()
+    rank = call.rank()
+    if rank < 2:
+        return Alias(x)
+    return Emit("permute", {"x": x}, {"dims": list(reversed(range(rank)))})
+
+
+def _matrix_t(call: _Node) -> Mapped:
+    """``x.mT``: the last two dimensions swapped."""
+    return Emit("transpose", {"x": call.tensor()}, {"dim0": -2, "dim1": -1})
+
+
 def _nothing(call: _Node) -> Mapped:
     return Nothing()
 
@@ -529,7 +561,24 @@ def _overloads(packet: Any) -> list[str]:
     return names
 
 
+#: How a family module adds handlers: ``each(aten.packet, handler, *overloads)`` (every overload
+#: of the packet when none is named).
+Register = Callable[..., None]
+
+
+@functools.cache
 def _handlers() -> dict[Any, Handler]:
+    """Every handler by aten overload: opset 1's, here, then the opset-2 families'
+    (``aten_<family>`` modules, imported here because they build on this module)."""
+    from trama_torch.capture import (
+        aten_activations,
+        aten_arrays,
+        aten_attention,
+        aten_elementwise,
+        aten_layer_functions,
+        aten_pooling,
+    )
+
     table: dict[Any, Handler] = {}
 
     def each(packet: Any, handler: Handler, *overloads: str) -> None:
@@ -596,8 +645,12 @@ def _handlers() -> dict[Any, Handler]:
     each(aten.split_with_sizes, _split_with_sizes, "default")
     each(aten.chunk, _chunk, "default")
     each(aten.unbind, _unbind, "int")
-    for packet in (aten.contiguous, aten.clone, aten.detach, aten.alias, aten.lift_fresh_copy, aten.view_as):
+    for packet in (aten.contiguous, aten.clone, aten.detach, aten.alias, aten.lift_fresh_copy):
         each(packet, _same, "default")
+    each(aten.view_as, _reshaped, "default")
+    each(aten.reshape_as, _reshaped, "default")
+    each(aten.numpy_T, _numpy_t, "default")
+    each(aten.mT, _matrix_t, "default")
     each(aten.dropout, _dropout, "default")
     each(aten.feature_dropout, _dropout, "default")
     each(aten.alpha_dropout, _dropout, "default")
@@ -609,10 +662,10 @@ def _handlers() -> dict[Any, Handler]:
     each(aten._assert_tensor_metadata, _nothing, "default")
     each(aten.sym_constrain_range_for_size, _nothing, "default")
     each(aten.sym_constrain_range, _nothing, "default")
+    for family in (aten_activations, aten_elementwise, aten_arrays, aten_layer_functions, aten_pooling, aten_attention):
+        family.register(each)
     return table
 
-
-_HANDLERS = _handlers()
 
 #: Python functions on sizes that torch.export records (``x.size(0) * 2``): the values stay symbolic.
 _SIZE_FUNCTIONS = frozenset(
@@ -665,10 +718,106 @@ def translate(node: fx.Node, args: Sequence[Any], kwargs: Mapping[str, Any]) -> 
         raise MissingOp("operator.getitem", f"on {type(container).__name__} has no catalog op for it yet")
     if target in _SIZE_OPS or target in _SIZE_FUNCTIONS:
         return Alias(size_value(node))
-    handler = _HANDLERS.get(target)
+    hazard = inplace_hazard(node)
+    if hazard is not None:
+        raise InPlaceHazard(op_name(target), f"{hazard}: the catalog's ops are pure, and this mutation is seen")
+    handler = _handlers().get(target)
     if handler is None:
         raise MissingOp(op_name(target))
     return handler(_Node(node, _bind(node, args, kwargs)))
+
+
+class InPlaceHazard(MissingOp):
+    """An in-place op whose mutation is seen elsewhere: the catalog's ops are pure, so it cannot
+    be written as the op's out-of-place form (and no decomposition helps)."""
+
+
+#: Ops whose result shares its first argument's storage (a view), so that writing into one
+#: changes the other.
+_VIEWS = frozenset(
+    {
+        aten.view.default,
+        aten._unsafe_view.default,
+        aten.reshape.default,
+        aten.slice.Tensor,
+        aten.select.int,
+        aten.transpose.int,
+        aten.permute.default,
+        aten.t.default,
+        aten.unsqueeze.default,
+        aten.squeeze.default,
+        aten.squeeze.dim,
+        aten.squeeze.dims,
+        aten.expand.default,
+        aten.alias.default,
+        aten.detach.default,
+        aten.as_strided.default,
+        aten.unflatten.int,
+        aten.flatten.using_ints,
+        aten.narrow.default,
+        aten.split.Tensor,
+        aten.split_with_sizes.default,
+        aten.chunk.default,
+        aten.unbind.int,
+        aten.view_as.default,
+        aten.reshape_as.default,
+        aten.diagonal.default,
+        aten.numpy_T.default,
+        aten.mT.default,
+        aten.swapaxes.default,
+        aten.movedim.int,
+        aten.contiguous.default,
+        operator.getitem,
+    }
+)
+
+
+def _mutated(node: fx.Node) -> fx.Node | None:
+    """The argument an in-place op writes into (``self`` of ``add_``), if it writes into one."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.is_mutable:
+        return None
+    for index, argument in enumerate(schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            value = node.args[index] if index < len(node.args) else node.kwargs.get(argument.name)
+            return value if isinstance(value, fx.Node) else None
+    return None
+
+
+def inplace_hazard(node: fx.Node) -> str | None:
+    """Why the in-place op ``node`` cannot be written as its pure form, or ``None`` when it can.
+
+    The catalog's ops are pure: ``relu_(x)`` is written as ``relu(x)``, whose result is the
+    op's value. That is exact as long as nothing reads the written tensor, or another view of
+    its storage, after the op other than through the op's own result, which is how in-place ops
+    are used in practice (``nn.ReLU(inplace=True)``, ``out += identity``). A program that reads
+    the tensor again (``b = a.clone(); b[:2].zero_(); f(b)``) would silently get the unmutated
+    value, so it is refused."""
+    target = _mutated(node)
+    if target is None:
+        return None
+    base = target
+    while base.op == "call_function" and base.target in _VIEWS and base.args and isinstance(base.args[0], fx.Node):
+        base = base.args[0]
+    storage: set[fx.Node] = set()
+    pending = [base]
+    while pending:
+        current = pending.pop()
+        if current in storage:
+            continue
+        storage.add(current)
+        pending.extend(user for user in current.users if user.op == "call_function" and user.target in _VIEWS)
+    order = {each: index for index, each in enumerate(node.graph.nodes)}
+    position = order[node]
+    for member in storage:
+        for user in member.users:
+            if user is node or order[user] <= position:
+                continue
+            if user.op == "call_function" and user.target in _VIEWS:
+                continue  # a view taken later is checked through its own users
+            shared = "" if member is target else f" ({member.name} shares its storage)"
+            return f"writes into {target.name}, and {user.name} reads {member.name} afterwards{shared}"
+    return None
 
 
 def foldable(node: fx.Node) -> bool:

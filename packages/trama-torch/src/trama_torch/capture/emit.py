@@ -39,7 +39,7 @@ from torch.utils import _pytree as pytree
 
 from trama import INPUT, ExportContext, ExportError, NodeFragment, Ref, ValueFact
 from trama_torch import leaves
-from trama_torch.capture import aten
+from trama_torch.capture import aten, decompose
 from trama_torch.capture.names import TORCH_NAME, Names, is_segment
 from trama_torch.capture.plan import Group, Unit, plan_units
 from trama_torch.capture.program import Captured, source_line
@@ -955,17 +955,85 @@ class _Level:
 
         args = fx.node.map_arg(node.args, value)
         kwargs = fx.node.map_arg(node.kwargs, value)
+        self.values[(unit, node)] = self.translate_node(node, args, kwargs, owner, node)
+
+    def translate_node(
+        self, node: fx.Node, args: Any, kwargs: Any, owner: Call, origin: fx.Node, depth: int = 0
+    ) -> Any:
+        """The value of one aten call in this scope: folded at capture, a catalog op, or, where the
+        catalog has none, torch's decomposition of it (:mod:`trama_torch.capture.decompose`).
+        ``origin`` is the program's node the call comes from (for the source line of an error)."""
         folded = self._fold(node, args, kwargs)
         if folded is not _MISSING:
-            self.values[(unit, node)] = folded
-            return
+            return folded
         try:
             mapped = aten.translate(node, args, kwargs)
         except aten.MissingOp as missing:
-            where = source_line(node.meta.get("stack_trace"))
+            decomposable = depth < _DECOMPOSE_DEPTH and not isinstance(missing, aten.InPlaceHazard)
+            decomposed = self._decomposed(node, args, kwargs, owner, origin, depth) if decomposable else None
+            if decomposed is not None:
+                return decomposed
+            where = source_line(origin.meta.get("stack_trace"))
             at = f" (at {where})" if where else ""
-            raise self.capture.error(owner, f"{missing.what} {missing.why}{at}", self.ctx.node_id) from None
-        self.values[(unit, node)] = self._result(mapped, node, owner)
+            inside = f" (in torch's decomposition of {aten.op_name(origin.target)})" if depth else ""
+            raise self.capture.error(owner, f"{missing.what} {missing.why}{inside}{at}", self.ctx.node_id) from None
+        return self._result(mapped, node, owner)
+
+    def _decomposed(self, node: fx.Node, args: Any, kwargs: Any, owner: Call, origin: fx.Node, depth: int) -> Any:
+        """A ``Graph`` node computing ``node`` by torch's decomposition of its op, or ``None``
+        where there is none; its ports are the call's tensor arguments (``x0``, ``x1``, …)."""
+        found = decompose.decomposition(node)
+        if found is None:
+            return None
+        local = self.names.fresh(node.name)
+        arguments = decompose.tensor_arguments(args, kwargs, found.tensors)
+        inputs = {
+            f"x{index}": self.materialize(argument, f"{local}_x{index}", owner).ref
+            for index, argument in enumerate(arguments)
+        }
+        result = node.meta.get("val")
+        several = isinstance(result, (tuple, list))
+        outputs = [f"y{index}" for index in range(len(result))] if isinstance(result, (tuple, list)) else ["y"]
+        what = aten.op_name(node.target)
+
+        def make(child: ExportContext) -> NodeFragment:
+            level = _Level(self.capture, child, self.call, self.plan, Names(), {})
+            bindings = level.run_decomposition(found, owner, origin, depth + 1, outputs)
+            return NodeFragment(
+                "Graph", outputs=outputs, output_bindings=bindings, metadata={decompose.DECOMPOSED: what}
+            )
+
+        refs = self.ctx.child(local, _Fixed(make), inputs, outputs)
+        if several:
+            return Several(tuple(Wire(refs[output]) for output in outputs))
+        return Wire(refs["y"])
+
+    def run_decomposition(
+        self, found: decompose.Decomposition, owner: Call, origin: fx.Node, depth: int, outputs: list[str]
+    ) -> dict[str, Ref]:
+        """Emit the nodes of a decomposition's graph into this (fresh) scope; its outputs' refs."""
+        values: dict[fx.Node, Any] = {}
+        placeholders = [node for node in found.graph.nodes if node.op == "placeholder"]
+        for index, placeholder in enumerate(placeholders):
+            values[placeholder] = Wire(Ref(INPUT, f"x{index}"))
+        result: Any = None
+        for node in found.graph.nodes:
+            if node.op == "call_function":
+                args = fx.node.map_arg(node.args, values.__getitem__)
+                kwargs = fx.node.map_arg(node.kwargs, values.__getitem__)
+                values[node] = self.translate_node(node, args, kwargs, owner, origin, depth)
+            elif node.op == "output":
+                result = fx.node.map_arg(node.args[0], values.__getitem__)
+        items = list(result) if isinstance(result, (tuple, list)) else [result]
+        if isinstance(result, Several):
+            items = list(result.items)
+        if len(items) != len(outputs):
+            raise self.capture.error(
+                owner,
+                f"torch's decomposition of {aten.op_name(node_target(origin))} gives {len(items)} results, "
+                f"not {len(outputs)}",
+            )
+        return {output: self.materialize(item, output, owner).ref for output, item in zip(outputs, items, strict=True)}
 
     def _result(self, mapped: Any, node: fx.Node, owner: Call) -> Any:
         if isinstance(mapped, aten.Emit):
@@ -1178,3 +1246,12 @@ def _has_submodule(module: nn.Module, path: str) -> bool:
 
 
 _MISSING: Any = object()
+
+
+def node_target(node: fx.Node) -> Any:
+    """A program node's target (a function: typed as ``Any`` for the error messages)."""
+    return node.target
+
+
+#: How deep decompositions may nest (a decomposed op whose parts need decomposing in turn).
+_DECOMPOSE_DEPTH = 3

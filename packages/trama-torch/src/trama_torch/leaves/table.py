@@ -213,7 +213,7 @@ _POOL_READERS = MappingProxyType({name: _pair(name) for name in ("kernel_size", 
 
 _CAUSAL_HINT = Arg("is_causal", hint_of="attn_mask", default=False)
 
-LEAF_KINDS: tuple[LeafKind, ...] = (
+_OPSET_1_KINDS: tuple[LeafKind, ...] = (
     _kind("Linear", nn.Linear, ("in_features", "out_features"), flags=_BIAS_FLAG, stateful=True),
     _kind(
         "Bilinear",
@@ -356,3 +356,126 @@ LEAF_KINDS: tuple[LeafKind, ...] = (
     _kind("ELU", nn.ELU, ("alpha",)),
     _kind("Hardswish", nn.Hardswish),
 )
+
+# --- Opset 2's module ops, one section per op family --------------------------------------------
+
+#: Activations (``ReLU6``, ``Hardsigmoid``, ``Mish``, ``PReLU``…): trama.catalog.activations.
+
+
+class Softmin(nn.Softmin):
+    """``nn.Softmin`` whose null ``dim`` is resolved here, without torch's deprecation warning (as
+    :class:`trama_torch.leaves.modules.Softmax` does for ``Softmax``)."""
+
+    def forward(self, input: Any) -> Any:
+        return F.softmin(input, leaf_modules.implicit_softmax_dim(input.dim()) if self.dim is None else self.dim)
+
+
+_ACTIVATION_KINDS_2: tuple[LeafKind, ...] = (
+    _kind("ReLU6", nn.ReLU6),
+    _kind("Hardtanh", nn.Hardtanh, ("min_val", "max_val")),
+    _kind("Hardsigmoid", nn.Hardsigmoid),
+    _kind("Mish", nn.Mish),
+    _kind("PReLU", nn.PReLU, ("num_parameters",), stateful=True),
+    _kind("SELU", nn.SELU),
+    _kind("CELU", nn.CELU, ("alpha",)),
+    _kind("GLU", nn.GLU, ("dim",)),
+    _kind("LogSigmoid", nn.LogSigmoid),
+    _kind("Softsign", nn.Softsign),
+    _kind("Tanhshrink", nn.Tanhshrink),
+    _kind("Hardshrink", nn.Hardshrink, ("lambd",)),
+    _kind("Softshrink", nn.Softshrink, ("lambd",)),
+    _kind("Threshold", nn.Threshold, ("threshold", "value")),
+    _kind("Softmin", nn.Softmin, ("dim",), build=Softmin),
+)
+
+#: Layers whose function forms are trama.catalog.layer_functions (``Conv3d``, ``BatchNorm3d``…).
+_LAYER_KINDS_2: tuple[LeafKind, ...] = (
+    _kind("Conv3d", nn.Conv3d, _CONV, flags=_BIAS_FLAG, stateful=True),
+    _kind(
+        "ConvTranspose1d",
+        nn.ConvTranspose1d,
+        _CONV_TRANSPOSE,
+        flags=_BIAS_FLAG,
+        forward=(
+            Arg("input", port="x"),
+            Arg(
+                "output_size",
+                refused="output_size depends on the input's shape, which the catalog cannot record; give the "
+                "constructor the matching output_padding instead",
+            ),
+        ),
+        stateful=True,
+    ),
+    _kind("BatchNorm3d", nn.BatchNorm3d, _BATCH_NORM, stateful=True),
+)
+
+#: Pooling and resampling modules (``MaxPool1d``, ``AdaptiveMaxPool2d``, ``Upsample``…): trama.catalog.pooling.
+
+
+def _spread(name: str, dims: int) -> Callable[[Any], Any]:
+    """A pooling argument that torch keeps as given (``3`` or ``(3,)``, ``None`` entries
+    included): always ``dims`` entries, as the catalog's list slots hold it."""
+
+    def read(module: Any) -> Any:
+        value = getattr(module, name)
+        return list(value) if isinstance(value, (tuple, list)) else [value] * dims
+
+    return read
+
+
+def _pool_readers(dims: int, *names: str) -> Mapping[str, Callable[[Any], Any]]:
+    return MappingProxyType({name: _spread(name, dims) for name in names})
+
+
+def _check_indices(module: Any) -> str | None:
+    if module.return_indices:
+        return "return_indices=True has no form in the catalog (the op has one output)"
+    return None
+
+
+def _max_pool_kind(op: str, cls: type[nn.Module], dims: int) -> LeafKind:
+    """torch stores a ``None`` stride as the kernel size, so the stride is always read as a list."""
+    return _kind(
+        op,
+        cls,
+        ("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
+        readers=_pool_readers(dims, "kernel_size", "stride", "padding", "dilation"),
+        check=_check_indices,
+    )
+
+
+_POOLING_KINDS_2: tuple[LeafKind, ...] = (
+    _max_pool_kind("MaxPool1d", nn.MaxPool1d, 1),
+    _max_pool_kind("MaxPool3d", nn.MaxPool3d, 3),
+    _kind(
+        "AvgPool1d",
+        nn.AvgPool1d,
+        ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"),
+        readers=_pool_readers(1, "kernel_size", "stride", "padding"),
+    ),
+    _kind(
+        "AvgPool3d",
+        nn.AvgPool3d,
+        ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"),
+        readers=_pool_readers(3, "kernel_size", "stride", "padding"),
+    ),
+    _kind("AdaptiveAvgPool1d", nn.AdaptiveAvgPool1d, ("output_size",), readers=_pool_readers(1, "output_size")),
+    _kind("AdaptiveAvgPool3d", nn.AdaptiveAvgPool3d, ("output_size",), readers=_pool_readers(3, "output_size")),
+    _kind(
+        "AdaptiveMaxPool1d",
+        nn.AdaptiveMaxPool1d,
+        ("output_size",),
+        readers=_pool_readers(1, "output_size"),
+        check=_check_indices,
+    ),
+    _kind(
+        "AdaptiveMaxPool2d",
+        nn.AdaptiveMaxPool2d,
+        ("output_size",),
+        readers=_pool_readers(2, "output_size"),
+        check=_check_indices,
+    ),
+    _kind("Upsample", nn.Upsample, ("size", "scale_factor", "mode", "align_corners", "recompute_scale_factor")),
+)
+
+LEAF_KINDS: tuple[LeafKind, ...] = (*_OPSET_1_KINDS, *_ACTIVATION_KINDS_2, *_LAYER_KINDS_2, *_POOLING_KINDS_2)
