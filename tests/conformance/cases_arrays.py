@@ -219,6 +219,12 @@ def flip(draw: Draw) -> Case:
     return Case("flip", {"x": _tensor(draw, gen, shape, draw(st.sampled_from(_ANY)))}, {"dims": dims})
 
 
+@st.composite
+def contiguous(draw: Draw) -> Case:
+    gen = _rng(draw)
+    return Case("contiguous", {"x": _tensor(draw, gen, _shape(draw), draw(st.sampled_from(_ANY)))}, {})
+
+
 def tiling(op: str) -> st.SearchStrategy[Case]:
     """``repeat`` (at least the rank of ``x`` entries) and ``tile`` (any number)."""
 
@@ -445,6 +451,7 @@ CASES: dict[str, st.SearchStrategy[Case]] = {
     **{op: triangle(op) for op in ("triu", "tril")},
     "roll": roll(),
     "flip": flip(),
+    "contiguous": contiguous(),
     **{op: tiling(op) for op in ("repeat", "tile")},
     "einsum": einsum(),
     **{op: reduction(op) for op in ("min", "any", "all", "var", "std")},

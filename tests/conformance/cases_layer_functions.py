@@ -390,6 +390,29 @@ def dropout(draw: Draw) -> Case:
     return Case("dropout", {"x": _floats(gen, shape)}, slots)
 
 
+# --- Weight reparametrization ---------------------------------------------------------------------
+
+
+@st.composite
+def weight_norm(draw: Draw) -> Case:
+    """``v`` of rank 1 to 4, ``dim`` −1 (the whole tensor) or any dimension counted either way, ``g``
+    the norm's shape (for −1: 0-d or all ones), empty dimensions other than ``dim`` now and then."""
+    gen = _rng(draw)
+    rank = draw(st.integers(1, 4))
+    dim = draw(st.sampled_from([-1, *range(-rank, rank)]))
+    axis = None if dim == -1 else dim % rank
+    shape = tuple(draw(st.integers(1 if d == axis else 0, 3)) for d in range(rank))
+    if dim == -1:
+        g_shape: Shape = (1,) * draw(st.integers(0, rank))
+    else:
+        g_shape = tuple(size if d == axis else 1 for d, size in enumerate(shape))
+    slots: dict[str, Any] = {}
+    if dim != 0 or draw(st.booleans()):
+        slots["dim"] = dim
+    weights = {"v": _floats(gen, shape), "g": _floats(gen, g_shape)}
+    return _case(draw, "weight_norm", {}, weights, slots)
+
+
 #: A strategy for every op of the family, by name.
 CASES: dict[str, st.SearchStrategy[Case]] = {
     "linear": linear(),
@@ -406,6 +429,7 @@ CASES: dict[str, st.SearchStrategy[Case]] = {
     "rms_norm": rms_norm(),
     "embedding": embedding(),
     "dropout": dropout(),
+    "weight_norm": weight_norm(),
     "Conv3d": conv3d_module(),
     "ConvTranspose1d": conv_transpose1d_module(),
     "BatchNorm3d": batch_norm3d(),

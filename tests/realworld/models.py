@@ -641,6 +641,13 @@ def hf_gemma() -> Any:
     return hf.GemmaForCausalLM(config)
 
 
+def hf_phi3() -> Any:
+    """Phi-3: fused gate-and-up projection split by ``chunk``, fused qkv projection, rotary positions."""
+    hf = _hf()
+    config = hf.Phi3Config(**_DECODER, num_key_value_heads=1, pad_token_id=0, attn_implementation=ATTENTION)
+    return hf.Phi3ForCausalLM(config)
+
+
 # The size every vision transformer shares: 32x32 images in 8x8 patches, 2 layers of width 32.
 _PATCHES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 32, "patch_size": 8}
 
@@ -793,6 +800,7 @@ _TRANSFORMERS = [
     _text("hf_falcon", hf_falcon, "logits"),
     _text("hf_phi", hf_phi, "logits"),
     _text("hf_gemma", hf_gemma, "logits"),
+    _text("hf_phi3", hf_phi3, "logits"),
     _pixels("hf_beit", hf_beit, 32, "last_hidden_state"),
     _pixels("hf_dinov2", hf_dinov2, 32, "last_hidden_state", "pooler_output"),
     _pixels("hf_clip_vision", hf_clip_vision, 32, "last_hidden_state", "pooler_output"),
@@ -863,6 +871,7 @@ _TIMM = [
     _vision("timm_ghostnet_050", _timm("ghostnet_050"), 32, "timm"),
     _vision("timm_mixer", timm_mixer, 32, "timm"),
     _vision("timm_poolformer", timm_poolformer, 32, "timm"),
+    _vision("timm_pvt_v2", _timm("pvt_v2_b0"), 64, "timm"),
 ]
 
 # ----------------------------------------------------------------------------------------------

@@ -250,3 +250,46 @@ def test_bad_settings_are_registry_errors_naming_op_and_node(
     with pytest.raises(RegistryError, match=message) as caught:
         trama.runtime_for_name("jax:cpu").prepare(model)
     assert caught.value.node_id == "op"
+
+
+# --- weight_norm ----------------------------------------------------------------------------------
+
+
+def test_weight_norm_by_hand_and_its_zero_norm() -> None:
+    v = np.array([[3.0, 4.0], [0.0, 0.0]], np.float32)
+    got = run("weight_norm", {"v": v, "g": np.array([[10.0], [1.0]], np.float32)}, constants=("v", "g"))
+    np.testing.assert_allclose(got[0], [6.0, 8.0], rtol=1e-6)
+    assert np.isnan(got[1]).all()  # 0 · (1 / 0), as torch gives
+    whole = run("weight_norm", {"v": np.array([3.0, -4.0], np.float32), "g": np.ones((), np.float32)}, {"dim": -1})
+    np.testing.assert_allclose(whole, [0.6, -0.8], rtol=1e-6)  # −1: the whole vector's norm
+
+
+@pytest.mark.parametrize(
+    ("dim", "g_shape"), [(0, (3, 1, 1)), (1, (1, 4, 1)), (2, (1, 1, 5)), (-2, (1, 4, 1)), (-1, ())]
+)
+def test_weight_norm_against_torch(dim: int, g_shape: tuple[int, ...]) -> None:
+    v, g = data(3, 4, 5), data(*g_shape, seed=1)
+    close(run("weight_norm", {"v": v, "g": g}, {"dim": dim}), torch._weight_norm(T(v), T(g), dim))
+
+
+def test_weight_norm_shapes_are_checked_while_tracing() -> None:
+    with pytest.raises(trama.ExecutionError, match=r"g has shape \[3\], expected \[3, 1\]") as caught:
+        run("weight_norm", {"v": data(3, 4), "g": data(3)})
+    assert caught.value.node_id == "op"
+    with pytest.raises(trama.ExecutionError, match="empty along dim = 1"):
+        run("weight_norm", {"v": np.ones((2, 0), np.float32), "g": np.ones((1, 0), np.float32)}, {"dim": 1})
+    with pytest.raises(trama.ExecutionError, match="g has dtype float16 but v has float32"):
+        run("weight_norm", {"v": data(3, 4), "g": np.ones((3, 1), np.float16)})
+
+
+def test_weight_norm_differentiates_with_respect_to_g() -> None:
+    """d/dg Σ v·g/‖v‖ = Σ v / ‖v‖ per row: 7/5 for the row [3, 4]."""
+    model, _ = document("weight_norm", {"v": data(1, 2), "g": data(1, 1)})
+    kernel = _registry._FACTORIES["weight_norm"](model.nodes[-1], children={}, parameters={})
+    v = jnp.asarray([[3.0, 4.0]])
+
+    def loss(g: jax.Array) -> jax.Array:
+        return jnp.sum(kernel.apply({}, {"v": v, "g": g})["y"])
+
+    grad = jax.jit(jax.grad(loss))(jnp.ones((1, 1)))
+    np.testing.assert_allclose(np.asarray(grad), [[1.4]], rtol=1e-6)

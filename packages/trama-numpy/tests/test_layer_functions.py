@@ -307,3 +307,77 @@ def test_bad_settings_are_registry_errors_naming_op_and_node(
     assert caught.value.node_id == "op"
     assert f"{op}: " in str(caught.value)
     assert message in str(caught.value)
+
+
+# --- weight_norm ----------------------------------------------------------------------------------
+
+
+def test_weight_norm_by_hand() -> None:
+    """Each row (``dim`` 0) or column (``dim`` 1) scaled to the norm in ``g``; −1 is the whole tensor."""
+    v = np.array([[3.0, 4.0], [0.0, -2.0]], np.float32)
+    rows = run("weight_norm", {"v": v, "g": np.array([[10.0], [-1.0]], np.float32)}, constants=("v", "g"))
+    np.testing.assert_allclose(rows, [[6.0, 8.0], [0.0, 1.0]], rtol=1e-6)
+    columns = run("weight_norm", {"v": v, "g": np.array([[6.0, 1.0]], np.float32)}, {"dim": 1})
+    np.testing.assert_allclose(columns, [[6.0, 4 / 20**0.5], [0.0, -2 / 20**0.5]], rtol=1e-6)
+    whole = run("weight_norm", {"v": v, "g": np.array(29**0.5, np.float32)}, {"dim": -1})
+    np.testing.assert_allclose(whole, v, rtol=1e-6)  # ‖v‖ = √29 over every element
+    # −1 on a vector is the norm of the vector, not of each element (which dim 0 would give)
+    vector = np.array([3.0, -4.0], np.float32)
+    np.testing.assert_allclose(run("weight_norm", {"v": vector, "g": np.ones(1, np.float32)}, {"dim": -1}), [0.6, -0.8])
+    np.testing.assert_allclose(run("weight_norm", {"v": vector, "g": np.ones(2, np.float32)}), [1.0, -1.0])
+
+
+@pytest.mark.parametrize(("dim", "g_shape"), [(0, (3, 1, 1)), (1, (1, 4, 1)), (2, (1, 1, 5)), (-2, (1, 4, 1)),
+                                              (-3, (3, 1, 1)), (-1, ()), (-1, (1, 1))])  # fmt: skip
+def test_weight_norm_against_torch(dim: int, g_shape: tuple[int, ...]) -> None:
+    v, g = data(3, 4, 5), data(*g_shape, seed=1)
+    want = torch._weight_norm(torch.from_numpy(v), torch.from_numpy(g), dim)
+    got = run("weight_norm", {"v": v, "g": g}, {"dim": dim}, constants=("g",))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want.numpy(), rtol=RTOL, atol=ATOL)
+
+
+def test_weight_norm_of_a_zero_slice_is_nan_as_in_torch() -> None:
+    v = np.array([[0.0, 0.0], [1.0, 2.0]], np.float32)
+    g = np.array([[1.0], [1.0]], np.float32)
+    got = run("weight_norm", {"v": v, "g": g})
+    want = torch._weight_norm(torch.from_numpy(v), torch.from_numpy(g), 0).numpy()
+    assert np.isnan(want[0]).all()
+    assert np.isnan(got[0]).all()
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+    empty = run("weight_norm", {"v": np.zeros((2, 0), np.float32), "g": np.ones((2, 1), np.float32)})
+    assert empty.shape == (2, 0)
+
+
+@pytest.mark.parametrize(
+    ("v", "g", "dim", "message"),
+    [
+        ((3, 4), (3,), 0, r"g has shape \[3\], expected \[3, 1\]"),
+        ((3, 4), (1, 3), 0, r"g has shape \[1, 3\], expected \[3, 1\]"),
+        ((3, 4), (3, 4), -1, "with dim = -1 .* g must be one element"),
+        ((3, 4), (1, 1), 2, r"dim = 2 is out of range for v of shape \[3, 4\]"),
+        ((3, 4), (1, 1), -3, "dim = -3 is out of range"),
+        ((), (), 0, "v must have at least one dimension"),
+        ((0, 3), (0, 1), 0, "empty along dim = 0"),
+    ],
+)
+def test_weight_norm_shapes_that_do_not_fit_are_execution_errors(
+    v: tuple[int, ...], g: tuple[int, ...], dim: int, message: str
+) -> None:
+    with pytest.raises(trama.ExecutionError, match=message) as caught:
+        run("weight_norm", {"v": np.ones(v, np.float32), "g": np.ones(g, np.float32)}, {"dim": dim})
+    assert "weight_norm (node 'op')" in str(caught.value)
+
+
+def test_weight_norm_refuses_a_mix_of_dtypes_and_integers() -> None:
+    with pytest.raises(trama.ExecutionError, match="g has dtype float64 but v has float32; torch refuses a mix"):
+        run("weight_norm", {"v": data(2, 2), "g": np.ones((2, 1))})
+    with pytest.raises(trama.ExecutionError, match="v must be a floating-point array"):
+        run("weight_norm", {"v": np.ones((2, 2), np.int64), "g": np.ones((2, 1), np.int64)})
+
+
+def test_weight_norm_dim_must_be_an_int() -> None:
+    model, _ = document("weight_norm", {"v": data(2, 2), "g": data(2, 1)}, {"dim": 0.5})
+    with pytest.raises(RegistryError, match="'dim' of op 'weight_norm' must be int") as caught:
+        trama.runtime_for_name("numpy").prepare(model)
+    assert caught.value.node_id == "op"

@@ -923,3 +923,100 @@ def test_a_leaf_refusal_gets_no_hint_that_cannot_apply() -> None:
         trama.export_model(model, inputs=["x"], outputs=["y"])
     assert "forward hooks" in str(caught.value)
     assert "example_inputs" not in str(caught.value)
+
+
+class Strided(nn.Module):
+    """``contiguous`` before a matrix product: its float result depends on the layout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(5, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x.contiguous().transpose(1, 2).contiguous())
+
+
+def test_contiguous_is_kept_only_where_the_tensor_was_strided() -> None:
+    model = Strided().eval()
+    x = torch.randn(2, 5, 4)
+    document = capture(model, ["x"], ["y"], (x,))
+    assert [each.op for each in document.nodes if each.parent == "root"] == ["transpose", "contiguous", "Linear"]
+    with torch.no_grad():
+        assert torch.equal(imported(document)(x), model(x))
+    for name in RUNTIMES:
+        (y,) = trama.runtime_for_name(name).prepare(document).run([x.numpy()])
+        np.testing.assert_allclose(np.asarray(y), model(x).detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+class ReadsSubmoduleState(nn.Module):
+    """Reads a submodule's weights without calling it, as Swin's attention reads ``self.qkv``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(4, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.qkv.weight, self.qkv.bias)
+
+
+class SharedTable(nn.Module):
+    """The encoder's own table read by each item of its ModuleList, as DeBERTa's rel_embeddings."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(4))
+        self.layer = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layer:
+            x = layer(x) * self.table
+        return x
+
+
+class ScaledEmbedding(nn.Embedding):
+    """An embedding subclass with a forward of its own (Gemma's), its weight tied to a head."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return F.embedding(input, self.weight) * 2.0
+
+
+class TiedHead(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = ScaledEmbedding(10, 4)
+        self.head = nn.Linear(4, 10, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(tokens))
+
+
+class SelfNamed(nn.Module):
+    """transformers' BERT names a submodule ``self`` (``attention.self``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.self = nn.Linear(4, 4)
+        self.output = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output(self.self(x)) + 1
+
+
+@pytest.mark.parametrize(
+    ("model", "example"),
+    [
+        (ReadsSubmoduleState(), torch.randn(2, 4)),
+        (SharedTable(), torch.randn(2, 4)),
+        (TiedHead(), torch.tensor([[1, 2, 3], [4, 5, 9]])),
+        (nn.Sequential(SelfNamed()), torch.randn(2, 4)),
+    ],
+    ids=["submodule-state-read-directly", "module-state-read-by-list-items", "tied-weight-in-subclass", "self"],
+)
+def test_state_keeps_its_state_dict_keys_wherever_it_is_read(model: nn.Module, example: torch.Tensor) -> None:
+    model.eval()
+    document = capture(model, ["x"], ["y"], (example,))
+    back = imported(document)
+    assert set(back.state_dict()) == set(model.state_dict())
+    with torch.no_grad():
+        assert torch.equal(back(example), model(example))

@@ -260,3 +260,89 @@ def test_the_imported_function_module_calls_the_torch_function_with_the_document
     x = randn(1, 2, 3, 3)
     got = trama.runtime_for_name("torch:cpu").prepare(document).run([x])[0]
     assert torch.equal(got, F.conv2d(x, torch.from_numpy(weight), groups=2))
+
+
+# --- weight_norm ----------------------------------------------------------------------------------
+
+
+def _weight_normed(layer: nn.Module, dim: int | None) -> nn.Module:
+    return nn.Sequential(torch.nn.utils.parametrizations.weight_norm(layer, dim=dim)).eval()
+
+
+@pytest.mark.parametrize(
+    ("build", "x"),
+    [
+        (lambda: _weight_normed(nn.Conv1d(2, 3, 3, padding=1), 2), lambda: randn(2, 2, 6)),  # Wav2Vec2's dim
+        (lambda: _weight_normed(nn.Linear(4, 3), 0), lambda: randn(2, 4)),
+        (lambda: _weight_normed(nn.Linear(4, 3), None), lambda: randn(2, 4)),  # None: dim −1, the whole tensor
+    ],
+    ids=["Conv1d-dim2", "Linear-dim0", "Linear-whole"],
+)
+def test_a_weight_norm_parametrization_exports_imports_and_runs_everywhere(
+    build: Callable[[], nn.Module], x: Callable[[], torch.Tensor]
+) -> None:
+    """The parametrization's ``torch._weight_norm`` becomes a ``weight_norm`` node fed by the two
+    parameters it holds, ``original0`` (g) and ``original1`` (v), which keep their names."""
+    torch.manual_seed(0)
+    model, example = build(), x()
+    document = trama.loads(
+        trama.dumps(trama.export_model(model, inputs=["x"], outputs=["y"], example_inputs=(example,)))
+    )
+    node = next(node for node in document.nodes if node.op == "weight_norm")
+    assert set(node.inputs) == {"v", "g"}
+    nodes = {each.id: each for each in document.nodes}
+    for port, original in (("g", "original0"), ("v", "original1")):
+        ref, scope = node.inputs[port], node.parent
+        while ref.node == trama.INPUT:  # up through the ports of the modules that hand it down
+            assert scope is not None
+            ref, scope = nodes[scope].inputs[ref.output], nodes[scope].parent
+        assert nodes[ref.node].op == "constant"
+        assert ref.node.endswith(f"parametrizations.weight.{original}")  # with the module that holds it
+    with torch.no_grad():
+        want = model(example)
+        back = trama.import_model(document, registry=trama.registry("torch"))
+        assert torch.equal(back(example), want)  # torch._weight_norm with the same arguments
+    for runtime in RUNTIMES:
+        result = trama.runtime_for_name(runtime).prepare(document).run([example.numpy()])[0]
+        value = result.detach().cpu().numpy() if isinstance(result, torch.Tensor) else np.asarray(result)
+        np.testing.assert_allclose(value, want.numpy(), rtol=1e-5, atol=1e-5, err_msg=runtime)
+
+
+def test_a_weight_norm_parametrization_keeps_its_state_dict_keys() -> None:
+    """The originals are the ParametrizationList's state, handed to its _WeightNorm module: their
+    constants stay with the list, so the keys are parametrizations.weight.original0/1."""
+    model = _weight_normed(nn.Conv1d(2, 3, 3), 2)
+    document = trama.export_model(model, inputs=["x"], outputs=["y"], example_inputs=(randn(1, 2, 5),))
+    back = trama.import_model(document, registry=trama.registry("torch"))
+    assert set(back.state_dict()) == set(model.state_dict())
+
+
+def _weight_norm_document(v: np.ndarray, g: np.ndarray, dim: int) -> trama.Model:
+    """``weight_norm`` of the model inputs ``v`` and ``g``, written by hand."""
+    ports = {"v": trama.Ref(trama.INPUT, "v"), "g": trama.Ref(trama.INPUT, "g")}
+    node = trama.Node("op", "weight_norm", ports, ["y"], {"dim": "op.dim"})
+    return trama.Model(["v", "g"], [trama.Ref("op", "y")], [node], {"op.dim": trama.Parameter(dim)})
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -2])
+def test_the_imported_weight_norm_is_torchs_own(dim: int) -> None:
+    v = randn(3, 4, 5)
+    g = randn(()) if dim == -1 else torch.randn([size if d == dim % 3 else 1 for d, size in enumerate(v.shape)])
+    runnable = trama.runtime_for_name("torch:cpu").prepare(_weight_norm_document(v.numpy(), g.numpy(), dim))
+    assert torch.equal(runnable.run([v, g])[0], torch._weight_norm(v, g, dim))
+
+
+@pytest.mark.parametrize(
+    ("v", "g", "message"),
+    [
+        ((0, 3), (0, 1), "empty along dim = 0"),  # torch itself would stop the process (SIGFPE)
+        ((3, 4), (4, 1, 1), r"g has shape \[4, 1, 1\], expected \[3, 1\]"),  # torch would read g flat
+    ],
+)
+def test_the_torch_weight_norm_refuses_what_torch_would_crash_on_or_misread(
+    v: tuple[int, ...], g: tuple[int, ...], message: str
+) -> None:
+    document = _weight_norm_document(np.ones(v, np.float32), np.ones(g, np.float32), 0)
+    runnable = trama.runtime_for_name("torch:cpu").prepare(document)
+    with pytest.raises(trama.TramaError, match=message):
+        runnable.run([torch.ones(v), torch.ones(g)])

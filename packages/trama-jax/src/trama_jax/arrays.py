@@ -186,6 +186,13 @@ def flip(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Pa
     return _unary(node, compute)
 
 
+@implements("contiguous")
+def contiguous(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``x`` itself: JAX arrays have no layout a program can see."""
+    check_settings(node, parameters)
+    return _unary(node, lambda x, site: x)
+
+
 def _tiled(x: jax.Array, repeats: tuple[int, ...]) -> jax.Array:
     """``x`` with leading size-1 dimensions up to ``len(repeats)``, tiled by ``repeats``."""
     x = x.reshape((1,) * (len(repeats) - x.ndim) + tuple(x.shape))

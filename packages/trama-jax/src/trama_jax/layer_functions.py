@@ -28,6 +28,7 @@ from trama.catalog._layer_functions_checks import (
     matching_dtypes,
     per_channel,
     transposed_geometry,
+    weight_norm_axes,
 )
 from trama_jax import layers
 from trama_jax._numerics import HIGHEST, accumulation, dense, epsilon, normalized
@@ -517,3 +518,24 @@ def dropout(node: Node, *, children: Mapping[str, Any], parameters: Parameters) 
     """The identity (the catalog's eval mode, whatever ``training`` says); ``p`` is checked."""
     check_settings(node, parameters)
     return JaxKernel(layers._passed)
+
+
+# --- Weight reparametrization ---------------------------------------------------------------------
+
+
+@implements("weight_norm")
+def weight_norm(node: Node, *, children: Mapping[str, Any], parameters: Parameters) -> JaxKernel:
+    """``v · (g / ‖v‖)``, the 2-norm over every dimension but ``dim`` (all of them for −1), summed
+    in float32 for 16-bit floats; a zero norm gives NaN, as torch's does."""
+    settings, site = check_settings(node, parameters), Site(node)
+    dim = settings.integer("dim")
+
+    def apply(tensors: Tensors, inputs: Inputs) -> Outputs:
+        v, g = site.floating(inputs, "v"), site.floating(inputs, "g")
+        _fit(site, matching_dtypes, v, named="v", g=g)
+        axes = _fit(site, weight_norm_axes, v.shape, g.shape, dim)
+        wide = v.astype(accumulation(v.dtype))
+        norm = jnp.sqrt(jnp.sum(wide * wide, axis=axes, keepdims=True))
+        return {"y": (wide * (g.astype(wide.dtype) / norm)).astype(v.dtype)}
+
+    return JaxKernel(apply)

@@ -215,6 +215,13 @@ def flip(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Pa
     return _unary(node, compute)
 
 
+@implements("contiguous")
+def contiguous(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``x`` itself: numpy arrays here are never written into, so no copy is needed."""
+    check_settings(node, parameters)
+    return _unary(node, lambda x: x)
+
+
 def _tiled(x: Array, repeats: tuple[int, ...]) -> Array:
     """``x`` with leading size-1 dimensions up to ``len(repeats)``, tiled by ``repeats``."""
     x = x.reshape((1,) * (len(repeats) - x.ndim) + x.shape)

@@ -32,6 +32,7 @@ from trama.catalog._layer_functions_checks import (
     matching_dtypes,
     per_channel,
     transposed_geometry,
+    weight_norm_axes,
 )
 from trama.catalog._reader import Settings
 from trama.extension import Kernel
@@ -58,6 +59,7 @@ __all__ = [
     "layer_norm",
     "linear",
     "rms_norm",
+    "weight_norm",
 ]
 
 Array = npt.NDArray[Any]
@@ -412,3 +414,28 @@ def dropout(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str,
     """The identity (the catalog's eval mode, whatever ``training`` says); ``p`` is checked."""
     check_settings(node, parameters)
     return layers._Pass(node)
+
+
+# --- Weight reparametrization ---------------------------------------------------------------------
+
+
+class _WeightNorm(_Function):
+    __slots__ = ()
+
+    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Array]:
+        v, g = self.floating(inputs, "v"), self.floating(inputs, "g")
+        self.fit(matching_dtypes, v, named="v", g=g)
+        axes = self.fit(weight_norm_axes, v.shape, g.shape, self.settings.integer("dim"))
+        # 16-bit floats are summed in float32, as torch's kernels do; a zero norm gives NaN (0 · ∞),
+        # which is the catalog's value, so numpy's warnings about it are silenced.
+        wide = v.astype(np.float32) if v.dtype.itemsize < 4 else v
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            norm = np.sqrt(np.sum(wide * wide, axis=axes, keepdims=True))
+            y = wide * (g.astype(wide.dtype, copy=False) / norm)
+        return {"y": np.asarray(y, dtype=v.dtype)}
+
+
+@implements("weight_norm")
+def weight_norm(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``v · (g / ‖v‖)``, the 2-norm over every dimension but ``dim`` (all of them for −1)."""
+    return _WeightNorm(node, check_settings(node, parameters))

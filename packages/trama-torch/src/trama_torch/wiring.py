@@ -170,12 +170,23 @@ def scope_module(
     attributes: dict[str, str] = {}  # child name -> the attribute that holds its module or tensor
     held: set[str] = set()  # children whose attribute is a tensor (a constant), read by get_attr
     by_object: dict[int, str] = {}
-    for node, obj in sorted(children, key=lambda child: child[0].calls is not None):  # own nodes first
+
+    # Own nodes first, and among them the tensors of submodules (``qkv.weight``) last, so that
+    # they go into the submodule where one was built and into a bare one where none was.
+    def order(child: tuple[Node, Any]) -> tuple[bool, bool]:
+        return child[0].calls is not None, "." in _state_path(child[0])
+
+    for node, obj in sorted(children, key=order):
         same_scope = node.calls is not None and node.calls.rpartition(".")[0] == node.id.rpartition(".")[0]
         target = node.calls.rpartition(".")[2] if node.calls is not None and same_scope else None
         tensor = _constant_tensor(node, obj) if node.calls is None else None
         if target is not None and target in held:
             attributes[node.name] = attributes[target]
+            held.add(node.name)
+        elif tensor is not None and "." in _state_path(node):
+            attributes[node.name] = _hold_nested_tensor(
+                holder, _state_path(node), node.name, tensor, persistent=_persistent(node)
+            )
             held.add(node.name)
         elif tensor is not None:
             attributes[node.name] = _hold_tensor(holder, torch_name(node), tensor, persistent=_persistent(node))
@@ -208,19 +219,33 @@ def scope_module(
 
     for node, obj in children:
         if node.name in held:
-            env[Ref(node.id, node.outputs[0])] = graph.get_attr(attributes[node.name])
+            env[Ref(node.id, node.outputs[0])] = graph.create_node(
+                "get_attr", attributes[node.name], name=_value_name(attributes[node.name])
+            )
             continue
         values = {port: value(ref) for port, ref in node.inputs.items()}
         args, kwargs = call_arguments(node, obj, values)
-        call = graph.call_module(attributes[node.name], args, kwargs)
+        call = graph.create_node("call_module", attributes[node.name], args, kwargs, _value_name(attributes[node.name]))
         pending[node.id] = (call, result_paths(node))
     results = tuple(value(ref) for ref in outputs)
     graph.output(results[0] if len(results) == 1 and not always_tuple else results)
     module = (module_class or ScopeModule)(holder, graph, class_name=class_name)
-    for attribute in holder._non_persistent_buffers_set:  # GraphModule copies buffers as persistent
-        module.register_buffer(attribute, getattr(module, attribute), persistent=False)
+    for path, part in holder.named_modules():  # GraphModule copies buffers as persistent
+        if isinstance(part, ScopeModule) and path:
+            continue  # a child scope module is held whole, with its own buffers' flags
+        target = module.get_submodule(path) if path else module
+        for attribute in part._non_persistent_buffers_set:
+            target.register_buffer(attribute, getattr(target, attribute), persistent=False)
     module.child_attributes = attributes
     return module
+
+
+def _value_name(attribute: str) -> str:
+    """The name of the value a child gives in the generated ``forward``: fx names it after the
+    attribute, which must not be ``self`` (transformers' ``attention.self``), the name of the
+    module itself there."""
+    name = attribute.replace(".", "_")
+    return f"{name}_out" if name == "self" else name
 
 
 def _argument_name(port: str, taken: set[Any]) -> str:
@@ -249,15 +274,10 @@ def _constant_tensor(node: Node, obj: Any) -> torch.Tensor | None:
 
 def _attribute_name(holder: nn.Module, name: str) -> str:
     """The attribute that holds child ``name``: the name itself (so ``state_dict`` keys are the
-    original's), unless Python, fx's generated code or ``GraphModule`` reserve it (``if``,
-    ``self``, ``graph``, ``code``): then ``if_``, ``self_``, ``graph_``…"""
+    original's), unless Python or ``GraphModule`` reserve it (``if``, ``graph``, ``code``): then
+    ``if_``, ``graph_``… (``self`` is allowed: the generated code names its value otherwise)."""
     candidate = name
-    while (
-        keyword.iskeyword(candidate)
-        or candidate == "self"
-        or hasattr(fx.GraphModule, candidate)
-        or hasattr(holder, candidate)
-    ):
+    while keyword.iskeyword(candidate) or hasattr(fx.GraphModule, candidate) or hasattr(holder, candidate):
         candidate = f"{candidate}_"
     return candidate
 
@@ -269,6 +289,43 @@ def torch_name(node: Node) -> str:
     original's."""
     original = (node.metadata or {}).get("torch_name")
     return original if isinstance(original, str) and original and "." not in original else node.name
+
+
+def _state_path(node: Node) -> str:
+    """A ``constant``'s dotted ``torch_name`` (``qkv.weight``: the state of a submodule that the
+    scope reads without calling it, as Swin's attention reads ``self.qkv.weight``), or ``""``."""
+    original = (node.metadata or {}).get("torch_name")
+    if node.op != "constant" or not isinstance(original, str) or "." not in original:
+        return ""
+    parts = original.split(".")
+    return original if all(part.isidentifier() and not keyword.iskeyword(part) for part in parts) else ""
+
+
+def _hold_nested_tensor(holder: nn.Module, path: str, name: str, tensor: torch.Tensor, *, persistent: bool) -> str:
+    """Hold ``tensor`` at ``path`` below ``holder`` (``qkv.weight``), in the submodule of that
+    name when one was built (the very tensor it holds is shared), else in bare ``nn.Module``\\ s
+    made for it, so that the ``state_dict`` key is the original's. Where the path is taken by
+    something else, the tensor is held under the node's own name instead."""
+    *prefix, leaf = path.split(".")
+    owner = holder
+    for part in prefix:
+        child = owner._modules.get(part)
+        if child is None:
+            if hasattr(owner, part):
+                return _hold_tensor(holder, name, tensor, persistent=persistent)
+            child = nn.Module()
+            owner.add_module(part, child)
+        owner = child
+    existing = getattr(owner, leaf, None)
+    if existing is tensor:
+        return path
+    if existing is not None or hasattr(type(owner), leaf):
+        return _hold_tensor(holder, name, tensor, persistent=persistent)
+    if isinstance(tensor, nn.Parameter):
+        owner.register_parameter(leaf, tensor)
+    else:
+        owner.register_buffer(leaf, tensor, persistent=persistent)
+    return path
 
 
 def _persistent(node: Node) -> bool:

@@ -309,6 +309,7 @@ CHECKERS: dict[str, Checker] = {
     "tril": Checker({"diagonal": Integer(minimum=None, default=0)}),
     "roll": Checker({"shifts": IntOrList(), "dims": Dims()}, (_roll,)),
     "flip": Checker({"dims": IntList()}),
+    "contiguous": Checker(),
     "repeat": Checker({"repeats": IntList(minimum=0)}),
     "tile": Checker({"dims": IntList(minimum=0)}),
     "einsum": Checker({"equation": Equation()}, (_einsum_ports,)),

@@ -6,7 +6,7 @@ stride 1, an output padding below the stride or the dilation, which running-stat
 ``batch_norm`` may have, that ``embedding``'s ``max_norm`` is null), and the rest, what ties the
 weights' shapes to ``x`` and to the settings, is a set of plain functions on shapes that every
 framework's kernels call when the op runs (:func:`conv_geometry`, :func:`transposed_geometry`,
-:func:`per_channel`…). Like :mod:`trama.catalog._geometry`'s, they raise ``ValueError`` with a
+:func:`per_channel`, :func:`weight_norm_axes`…). Like :mod:`trama.catalog._geometry`'s, they raise ``ValueError`` with a
 message about the shapes alone; kernels re-raise it as their framework's error naming the node.
 
 The module variants (``Conv3d``, ``ConvTranspose1d``, ``BatchNorm3d``) hold their weights in slots
@@ -31,6 +31,7 @@ __all__ = [
     "matching_dtypes",
     "per_channel",
     "transposed_geometry",
+    "weight_norm_axes",
 ]
 
 
@@ -41,12 +42,12 @@ def _shape(shape: Sequence[int]) -> list[int]:
     return [int(size) for size in shape]
 
 
-def matching_dtypes(x: Any, **others: Any) -> None:
-    """torch refuses a weight of another dtype than ``x``: so does the catalog (``others`` by port,
-    ``None`` for an unconnected one; each value has a ``dtype``)."""
+def matching_dtypes(x: Any, *, named: str = "x", **others: Any) -> None:
+    """torch refuses a weight of another dtype than ``x`` (whose port is ``named``): so does the
+    catalog (``others`` by port, ``None`` for an unconnected one; each value has a ``dtype``)."""
     for name, value in others.items():
         if value is not None and value.dtype != x.dtype:
-            raise ValueError(f"{name} has dtype {value.dtype} but x has {x.dtype}; torch refuses a mix")
+            raise ValueError(f"{name} has dtype {value.dtype} but {named} has {x.dtype}; torch refuses a mix")
 
 
 def dense_weights(x_shape: Sequence[int], weight_shape: Sequence[int], bias_shape: Sequence[int] | None) -> int:
@@ -171,6 +172,40 @@ def transposed_geometry(
     return ConvGeometry(batched, tuple(kernel), tuple((int(p), int(p)) for p in padding), channels, out)
 
 
+def weight_norm_axes(v_shape: Sequence[int], g_shape: Sequence[int], dim: int) -> tuple[int, ...]:
+    """``weight_norm``: the axes of ``v`` its norm sums over (all of them for ``dim`` −1, all but
+    ``dim`` otherwise, a negative ``dim`` counted from the end), once ``v`` and ``g`` fit. ``v`` has
+    a dimension, ``dim`` lies in ``[−rank, rank)``, ``v.shape[dim]`` is not 0 (torch stops on
+    it), and ``g`` is the norm's shape (one element for −1), the one shape on which
+    torch's fused kernel (``g`` read flat) and its broadcasting path agree."""
+    rank = len(v_shape)
+    if rank == 0:
+        raise ValueError("v must have at least one dimension, got a 0-d tensor (torch refuses it)")
+    if dim == -1:
+        if len(g_shape) > rank or any(size != 1 for size in g_shape):
+            raise ValueError(
+                f"with dim = -1 (the norm of the whole tensor) g must be one element of rank at most {rank}, "
+                f"got shape {_shape(g_shape)}"
+            )
+        return tuple(range(rank))
+    if not -rank <= dim < rank:
+        raise ValueError(
+            f"dim = {dim} is out of range for v of shape {_shape(v_shape)} (expected -1 or [{-rank}, {rank}))"
+        )
+    axis = dim % rank
+    if v_shape[axis] == 0:
+        raise ValueError(
+            f"v of shape {_shape(v_shape)} is empty along dim = {dim}, which torch cannot normalize "
+            "(it stops with a floating-point exception or a reshape error)"
+        )
+    expected = [int(size) if d == axis else 1 for d, size in enumerate(v_shape)]
+    if _shape(g_shape) != expected:
+        raise ValueError(
+            f"g has shape {_shape(g_shape)}, expected {expected} (v's norm over every dimension but {dim})"
+        )
+    return tuple(d for d in range(rank) if d != axis)
+
+
 # --- The checks -----------------------------------------------------------------------------------
 
 
@@ -265,6 +300,8 @@ CHECKERS: dict[str, Checker] = {
         (_no_max_norm,),
     ),
     "dropout": Checker({"p": Number(default=0.5), "training": Flag(default=True)}, (_probability,)),
+    # dim's range depends on v's rank, known when the op runs (weight_norm_axes).
+    "weight_norm": Checker({"dim": Integer(minimum=None, default=0)}),
     "Conv3d": _layer_checks._conv(3),
     "ConvTranspose1d": Checker(
         _layer_checks._geometry(1, transposed=True),

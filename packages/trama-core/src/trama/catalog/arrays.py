@@ -139,6 +139,18 @@ _FLIP = op(
     since=_SINCE,
 )
 
+_CONTIGUOUS = op(
+    "contiguous",
+    """
+    `y = x`, as `Tensor.contiguous`: the same values, shape and dtype. The op says nothing about
+    values; it is kept where a model makes a strided tensor contiguous before an op whose
+    floating-point result depends on the memory layout of its input (a matrix product, a
+    normalization), so that a torch implementation that calls `Tensor.contiguous` there gives
+    back the model's own bits. Other implementations return `x`.
+    """,
+    since=_SINCE,
+)
+
 _REPEAT = op(
     "repeat",
     """
@@ -391,6 +403,7 @@ SPECS: tuple[OpSpec, ...] = (
     _triangle("tril", "lower", "≤"),
     _ROLL,
     _FLIP,
+    _CONTIGUOUS,
     _REPEAT,
     _TILE,
     _EINSUM,

@@ -1,7 +1,7 @@
 """Catalog opset 2: the function forms of the dense, convolution, normalization and embedding layers
 (``linear``, ``conv2d``, ``batch_norm``, ``layer_norm``, ``embedding``…) as ``torch.nn.functional``
-calls them, ``addmm``, and the module variants opset 1 lacked (``Conv3d``, ``ConvTranspose1d``,
-``BatchNorm3d``).
+calls them, ``addmm``, ``weight_norm`` (the weight a weight-norm parametrization rebuilds), and the module
+variants opset 1 lacked (``Conv3d``, ``ConvTranspose1d``, ``BatchNorm3d``).
 
 A function form takes its weights as input ports, not slots: models call ``F.linear(x, self.w)``
 with tensors they hold themselves (timm's norm layers, ConvNeXt's channels-first layer norm,
@@ -421,6 +421,61 @@ _DROPOUT = op(
     since=_SINCE,
 )
 
+# --- Weight reparametrization -------------------------------------------------------------------
+
+_WEIGHT_NORM = op(
+    "weight_norm",
+    (
+        """
+        A weight rebuilt from its direction `v` and its magnitude `g`, as `torch._weight_norm(v, g,
+        dim)`, what `torch.nn.utils.parametrizations.weight_norm` (and the older
+        `torch.nn.utils.weight_norm`) compute before every use of the weight (Wav2Vec2's positional
+        convolution): `y = v · (g / ‖v‖)`, of `v`'s shape and dtype, `‖v‖` being the 2-norm
+        `√(Σ v²)` over every dimension of `v` except `dim`, that one kept (with size 1 elsewhere).
+        So each slice `v[…, i, …]` along `dim` is scaled to the norm `g[…, i, …]` (a negative `g`
+        flips it).
+
+        * `dim` in `[0, rank)`: `g` has `v`'s rank, `v.shape[dim]` along `dim` and 1 elsewhere (the
+          shape of the norm, which is what the parametrization stores in `original0`).
+        * `dim` −1 is not the last dimension: it means the norm of the whole tensor, as torch's
+          `norm_except_dim` reads it (the parametrization's `dim=None`); `g` is then one element,
+          0-d (what torch stores) or of `v`'s rank or less with every size 1.
+        * Any other negative `dim` in `[−rank, −1)` counts from the end (`dim + rank`), as torch
+          does; `dim` beyond `[−rank, rank)` is an error, as in torch.
+
+        `v` has at least one dimension (torch refuses a 0-d `v`), and for a `dim` other than −1
+        `v.shape[dim]` is not 0 (torch divides by it and stops the process with a floating-point
+        exception, or fails to reshape); other empty dimensions give an empty `y`. `v` and `g` have
+        one floating dtype (torch's fused kernel refuses a mix). torch never checks `g`'s shape:
+        for `dim` 0 and the last dimension its fused kernel reads `g` as a flat vector of
+        `v.shape[dim]` elements, for the others it broadcasts `g` against `v` (which may enlarge
+        `y`); the catalog requires the shape above, on which the two agree, and refuses others.
+
+        A slice whose norm is 0 (all zeros) gives NaN throughout (`0 · (g / 0)` is `0 · ±∞` or
+        `0 · NaN`), as torch does; NaN and infinities in `v` follow IEEE arithmetic the same way
+        (an infinite element makes its slice's norm infinite: its finite elements become 0, the
+        infinite one NaN). The squares are summed as they are, without rescaling: where they
+        overflow the dtype, the norm is infinite and the slice becomes 0s, as in torch.
+        """,
+        """
+        `v` and `g` are input ports, not slots: a document feeds them from `constant` nodes (a
+        captured model's `parametrizations.weight.original1` and `original0`) or from any other
+        node, and their shapes are checked when the op runs, an error naming the node where they
+        do not fit.
+        """,
+    ),
+    inputs=("v", "g"),
+    parameters=(
+        hyper(
+            "dim",
+            "int",
+            "The dimension the norm keeps; −1: the norm of the whole tensor (not the last dimension).",
+            0,
+        ),
+    ),
+    since=_SINCE,
+)
+
 #: Function ops of this family (category ``layer_functions``).
 SPECS: tuple[OpSpec, ...] = (
     _LINEAR,
@@ -437,6 +492,7 @@ SPECS: tuple[OpSpec, ...] = (
     _RMS_NORM,
     _EMBEDDING,
     _DROPOUT,
+    _WEIGHT_NORM,
 )
 
 #: Module ops of this family, printed with the layers.

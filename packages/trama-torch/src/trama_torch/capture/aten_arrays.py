@@ -168,6 +168,16 @@ def _listed(op: str, slot: str, argument: str) -> Handler:
     return handle
 
 
+def _contiguous(call: _Node) -> Mapped:
+    """Nothing where ``x`` already was contiguous at capture; else a ``contiguous`` node, so that
+    the ops after it see the layout they saw in the model (their float results depend on it)."""
+    x = call.tensor()
+    value = call.val()
+    if isinstance(value, torch.Tensor) and not value.is_contiguous():
+        return Emit("contiguous", {"x": x})
+    return Alias(x)
+
+
 def _einsum(call: _Node) -> Mapped:
     tensors = call["tensors"]
     if not isinstance(tensors, (list, tuple)) or not tensors or not all(is_runtime(t) for t in tensors):
@@ -320,6 +330,7 @@ def register(each: Register) -> None:
     each(aten.repeat, _listed("repeat", "repeats", "repeats"), "default")
     each(aten.tile, _listed("tile", "dims", "dims"), "default")
     each(aten.einsum, _einsum, "default")
+    each(aten.contiguous, _contiguous, "default")
     each(aten.swapaxes, _swap("axis0", "axis1"), "default")
     each(aten.swapdims, _swap("dim0", "dim1"), "default")
     each(aten.amin, _reduction("min"), "default")

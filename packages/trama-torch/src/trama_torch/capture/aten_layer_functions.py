@@ -8,7 +8,9 @@ capture holds in a ``constant`` node), each constant a slot with torch's name. A
 that is ``None`` leaves its port unconnected. ``aten.addmm`` is the ``addmm`` op as it is (GPT-2's
 ``Conv1D`` computes ``addmm(bias, x, weight)`` with an ``[in, out]`` weight, which is not
 ``linear``'s layout). ``aten.convolution``, the form torch's module ``forward``\\ s reach under some
-tracers, is mapped by its ``transposed`` flag and its weight's rank.
+tracers, is mapped by its ``transposed`` flag and its weight's rank. ``aten._weight_norm`` is the
+``weight_norm`` op, the weight a weight-norm parametrization rebuilds (Wav2Vec2's positional
+convolution).
 """
 
 from __future__ import annotations
@@ -164,6 +166,16 @@ def _embedding(call: _Node) -> Mapped:
     return Emit("embedding", _ports(call, input="indices", weight="weight"), parameters)
 
 
+def _weight_norm(call: _Node) -> Mapped:
+    """``aten._weight_norm(v, g, dim)``, what a weight-norm parametrization (``_WeightNorm``, the
+    module ``parametrizations.weight.0``) runs: ``v`` is ``original1``, ``g`` ``original0``. Its
+    fused kernel ``_weight_norm_interface`` lies below it and never reaches a captured program."""
+    dim = call.constant("dim")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise call.missing(f"takes dim={dim!r}, which is not an int known at capture")
+    return Emit("weight_norm", {"v": call.tensor("v"), "g": call.tensor("g")}, {"dim": dim})
+
+
 def register(each: Register) -> None:
     """Add this family's handlers: ``each(aten.packet, handler, *overloads)``."""
     each(aten.linear, _linear, "default")
@@ -179,3 +191,4 @@ def register(each: Register) -> None:
     each(aten.group_norm, _group_norm, "default")
     each(aten.rms_norm, _rms_norm, "default")
     each(aten.embedding, _embedding, "default")
+    each(aten._weight_norm, _weight_norm, "default")

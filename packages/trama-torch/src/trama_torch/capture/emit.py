@@ -202,6 +202,7 @@ class Capture:
         self.placeholders: dict[fx.Node, Any] = {}
         #: the example tensor of each model input a dict input was flattened into
         self.flat_examples: dict[str, Any] = {}
+        self._names_by_tensor: dict[int, list[str]] | None = None
         self._classify_placeholders()
 
     # -- placeholders ---------------------------------------------------------------------
@@ -233,8 +234,22 @@ class Capture:
         if kind == "const":
             return ConstTensor(tensor, target)
         prefix = f"{call.path}." if call.path else ""
-        name = target[len(prefix) :] if target.startswith(prefix) else target
-        return StateTensor(tensor, name)
+        if not target.startswith(prefix):  # a tied tensor: torch names it once, maybe elsewhere
+            target = next((name for name in self._state_names(tensor) if name.startswith(prefix)), target)
+        if target.startswith(prefix):
+            return StateTensor(tensor, target[len(prefix) :], below=True)
+        return StateTensor(tensor, target, below=False)
+
+    def _state_names(self, tensor: torch.Tensor) -> list[str]:
+        """Every name of a parameter or buffer in the model, tied ones included."""
+        if self._names_by_tensor is None:
+            found: dict[int, list[str]] = {}
+            for name, each in self.model.named_parameters(remove_duplicate=False):
+                found.setdefault(id(each), []).append(name)
+            for name, each in self.model.named_buffers(remove_duplicate=False):
+                found.setdefault(id(each), []).append(name)
+            self._names_by_tensor = found
+        return self._names_by_tensor.get(id(tensor), [])
 
     # -- errors ---------------------------------------------------------------------------
 
@@ -848,6 +863,9 @@ class _Level:
         self.names = names
         self.values: dict[tuple[Unit | None, fx.Node], Any] = dict(incoming)
         self.constants: dict[int, Wire] = {}
+        #: A container's level (a ModuleList's items) sits below its module's node: a submodule's
+        #: state read here cannot keep its path as a torch name.
+        self.in_container = False
 
     # -- values -------------------------------------------------------------------------------
 
@@ -882,8 +900,9 @@ class _Level:
                     self.capture.covered.add(key)
                     if key in self.capture.transient:
                         metadata[TORCH_PERSISTENT] = False
-                    if "." not in value.name and not is_segment(value.name):
-                        metadata[TORCH_NAME] = value.name
+                    nested = "." in value.name and value.below and not self.in_container
+                    if nested or ("." not in value.name and not is_segment(value.name)):
+                        metadata[TORCH_NAME] = value.name  # a submodule's state keeps its path
                 fragment = NodeFragment(
                     "constant",
                     outputs=["y"],
@@ -1142,7 +1161,12 @@ class _Level:
         kinds: list[Any] = []
         wires: dict[str, Ref] = {}
         seeds: dict[fx.Node, Any] = {}
+        own = {id(tensor) for tensor in call.module.state_dict(keep_vars=True).values()}
         for (port, node), (_, value) in zip(interface.ports, values, strict=True):
+            if isinstance(value, StateTensor) and id(value.tensor) not in own:
+                # State of this scope handed to the call (a parametrization's originals): its
+                # constant belongs here, where the module holding it is, so the keys survive.
+                value = self.materialize(value, port, call)
             if isinstance(value, Wire):
                 kinds.append("w")
                 wires[port] = value.ref
@@ -1201,15 +1225,19 @@ class _Level:
         ports = Names()
         inputs: dict[str, Ref] = {}
         incoming: dict[tuple[Unit | None, fx.Node], Any] = {}
+        path = ".".join(group.path)
         for key in crossing:
             value = self.lookup(*key)
+            if isinstance(value, StateTensor) and not (value.below and value.name.startswith(f"{path}.")):
+                # The module's own state read by its items (DeBERTa's encoder.rel_embeddings):
+                # its constant stays with the module, and enters the container by a port.
+                value = self.materialize(value, key[1].name, self.call)
             if isinstance(value, Wire):
                 port = ports.fresh(key[1].name)
                 inputs[port] = value.ref
                 incoming[key] = Wire(Ref(INPUT, port))
             else:
                 incoming[key] = value
-        path = ".".join(group.path)
         holder = self.call.module.get_submodule(path) if _has_submodule(self.call.module, path) else None
         absolute = f"{self.call.path}.{path}" if self.call.path else path
         outputs: dict[tuple[Unit | None, fx.Node], str] = {}
@@ -1219,6 +1247,7 @@ class _Level:
             if holder is not None:
                 self.capture.scopes.setdefault(absolute, (child, inner_names, holder))
             level = _Level(self.capture, child, self.call, plan, inner_names, incoming)
+            level.in_container = True
             level.run(group, needed | set(wanted))
             bindings: dict[str, Ref] = {}
             out_names = Names()

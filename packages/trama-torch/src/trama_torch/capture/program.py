@@ -123,10 +123,14 @@ def _export(
     model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], shapes: Any
 ) -> torch.export.ExportedProgram:
     with warnings.catch_warnings():
-        # nn.LSTM/GRU rebuild their _flat_weights list from the registered parameters in forward;
-        # torch warns about that assignment on purpose (pytorch/pytorch#163809), and it is harmless
-        # here: the document reads the parameters from the module.
-        warnings.filterwarnings("ignore", message=r"The tensor attributes .*_flat_weights", category=UserWarning)
+        # torch warns when forward assigns tensors to module attributes (pytorch/pytorch#163809):
+        # nn.LSTM/GRU rebuild their _flat_weights list from the registered parameters, timm's
+        # LeViT caches its attention bias in eval mode. It is harmless here: the document holds
+        # what the program computes from the registered state, which is read from the modules,
+        # never from such attributes.
+        warnings.filterwarnings(
+            "ignore", message=r"The tensor attributes .* were assigned during export", category=UserWarning
+        )
         return torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
 
 

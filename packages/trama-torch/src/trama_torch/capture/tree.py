@@ -324,16 +324,54 @@ class CallTree:
         placeholders = [node for node in graph.nodes if node.op == "placeholder"]
         traced: dict[fx.Graph, list[fx.Node]] = {}
 
+        found_for: dict[fx.Node, fx.Node | None] = {}
+        by_target: dict[Any, list[fx.Node]] = {}
+
+        def same_call(node: fx.Node, candidate: fx.Node) -> bool:
+            """Whether ``candidate`` computes what ``node`` did: same target, and arguments that
+            are the same constants or the final graph's nodes for the same traced nodes."""
+            if candidate.target != node.target:
+                return False
+            mine = pytree.tree_leaves((node.args, node.kwargs))
+            theirs = pytree.tree_leaves((candidate.args, candidate.kwargs))
+            if len(mine) != len(theirs):
+                return False
+            for a, b in zip(mine, theirs, strict=True):
+                if isinstance(a, fx.Node):
+                    if (a if a in final else find(a)) is not b:
+                        return False
+                elif isinstance(b, fx.Node) or type(a) is not type(b) or a != b:
+                    return False
+            return True
+
         def find(node: fx.Node) -> fx.Node | None:
             """The final graph's node for a node of the traced graph, where torch.export's last
             passes rebuilt the graph: placeholders by position (they may be renamed), others by
-            name (names are kept)."""
+            name where the node of that name computes the same, else the node that does (names
+            are mostly kept, but not always: Phi-3's ``chunk`` results were renamed while
+            another ``getitem`` took the name)."""
+            if node in found_for:
+                return found_for[node]
+            found_for[node] = None  # a cycle guard; graphs have none
             if node.op == "placeholder":
                 order = traced.setdefault(node.graph, [n for n in node.graph.nodes if n.op == "placeholder"])
                 index = order.index(node) if node in order else -1
-                return placeholders[index] if 0 <= index < len(placeholders) else None
-            found = by_name.get(node.name)
-            return found if found is not None and found.target == node.target else None
+                result = placeholders[index] if 0 <= index < len(placeholders) else None
+            else:
+                named = by_name.get(node.name)
+                if named is not None and same_call(node, named):
+                    result = named
+                else:
+                    if not by_target:
+                        for each in final:
+                            by_target.setdefault(each.target, []).append(each)
+                    candidates = [each for each in by_target.get(node.target, []) if same_call(node, each)]
+                    if len(candidates) == 1:
+                        result = candidates[0]
+                    else:  # no better guess than the name (a region's copy, whose arguments moved)
+                        result = named if named is not None and named.target == node.target else None
+            found_for[node] = result
+            return result
 
         def resolve(value: Any) -> Any:
             def convert(leaf: Any) -> Any:

@@ -41,6 +41,8 @@ class StateTensor:
 
     tensor: torch.Tensor
     name: str
+    #: Whether ``name`` is a path below the scope's module (else it is the model's).
+    below: bool = True
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,7 @@ OPS: Mapping[str, tuple[Any, tuple[str, ...]]] = {
     "tril": (_int_slot(torch.tril, "diagonal"), ()),
     "roll": (_unary(_roll), ()),
     "flip": (_list_slot(torch.flip, "dims"), ()),
+    "contiguous": (_unary(lambda settings: torch.Tensor.contiguous), ()),
     "repeat": (_list_slot(torch.Tensor.repeat, "repeats"), ()),
     "tile": (_list_slot(torch.tile, "dims"), ()),
     "einsum": (_einsum, ()),

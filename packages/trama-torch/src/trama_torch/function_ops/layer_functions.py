@@ -1,12 +1,13 @@
 """torch modules of the catalog's layer_functions function ops (:mod:`trama.catalog.layer_functions`).
 
-Each op calls the very ``torch.nn.functional`` function (or ``torch.addmm``) that a captured model
-called, with the arguments the capture recorded, so that a model exported and imported back gives
-torch's own result bit for bit: ``linear`` is ``F.linear(x, weight, bias)``, ``conv2d`` is
-``F.conv2d(x, weight, bias, stride, padding, dilation, groups)`` with the padding as the document
-holds it (a list or ``"same"``). An optional port left unconnected is ``None``, as torch's
-argument was. Settings come checked from the core (the importer checks every catalog node before
-building it, :func:`trama.catalog.check_settings`), so the builders read them in normal form.
+Each op calls the very ``torch.nn.functional`` function (or ``torch.addmm``, ``torch._weight_norm``)
+that a captured model called, with the arguments the capture recorded, so that a model exported and
+imported back gives torch's own result bit for bit: ``linear`` is ``F.linear(x, weight, bias)``,
+``conv2d`` is ``F.conv2d(x, weight, bias, stride, padding, dilation, groups)`` with the padding as
+the document holds it (a list or ``"same"``), ``weight_norm`` is ``torch._weight_norm(v, g, dim)``.
+An optional port left unconnected is ``None``, as torch's argument was. Settings come checked from
+the core (the importer checks every catalog node before building it,
+:func:`trama.catalog.check_settings`), so the builders read them in normal form.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from trama.catalog import check_settings
+from trama.catalog._layer_functions_checks import matching_dtypes, weight_norm_axes
 from trama.catalog._reader import Settings
 from trama_torch.functions import Builder, Compute, _Slots
 
@@ -140,6 +142,27 @@ def _dropout(slots: _Slots) -> Compute:
     return lambda values: F.dropout(values["x"], p, training=False)
 
 
+def _weight_norm(slots: _Slots) -> Compute:
+    """``torch._weight_norm(v, g, dim)``, the call of torch's weight-norm parametrization. The
+    shapes and dtypes are checked first with the catalog's rules: for some shapes that do not fit,
+    torch's kernel would stop the whole process (a floating-point exception on an empty ``dim``)
+    or read ``g`` as a flat vector whatever its shape, and for some ``dim`` it would promote a mix
+    of dtypes that it refuses for others; for what fits, the call and its result are torch's own."""
+    dim = _settings(slots).integer("dim")
+    where = f"{slots.node.op} (node {slots.node.id!r})"
+
+    def compute(values: Mapping[str, Any]) -> Any:
+        v, g = values["v"], values["g"]
+        try:
+            matching_dtypes(v, named="v", g=g)
+            weight_norm_axes(v.shape, g.shape, dim)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+        return torch._weight_norm(v, g, dim)
+
+    return compute
+
+
 #: Each function op: its builder, and the slots that may stand for an input port of the same name
 #: (the shape of :data:`trama_torch.functions._OPS`).
 OPS: Mapping[str, tuple[Any, tuple[str, ...]]] = {
@@ -157,4 +180,5 @@ OPS: Mapping[str, tuple[Any, tuple[str, ...]]] = {
     "rms_norm": (_rms_norm, ()),
     "embedding": (_embedding, ()),
     "dropout": (_dropout, ()),
+    "weight_norm": (_weight_norm, ()),
 }
