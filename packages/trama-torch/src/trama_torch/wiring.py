@@ -233,9 +233,9 @@ def scope_module(
     for path, part in holder.named_modules():  # GraphModule copies buffers as persistent
         if isinstance(part, ScopeModule) and path:
             continue  # a child scope module is held whole, with its own buffers' flags
-        target = module.get_submodule(path) if path else module
+        copy = module.get_submodule(path) if path else module
         for attribute in part._non_persistent_buffers_set:
-            target.register_buffer(attribute, getattr(target, attribute), persistent=False)
+            copy.register_buffer(attribute, getattr(copy, attribute), persistent=False)
     module.child_attributes = attributes
     return module
 

@@ -244,10 +244,10 @@ class Capture:
         """Every name of a parameter or buffer in the model, tied ones included."""
         if self._names_by_tensor is None:
             found: dict[int, list[str]] = {}
-            for name, each in self.model.named_parameters(remove_duplicate=False):
-                found.setdefault(id(each), []).append(name)
-            for name, each in self.model.named_buffers(remove_duplicate=False):
-                found.setdefault(id(each), []).append(name)
+            for name, parameter in self.model.named_parameters(remove_duplicate=False):
+                found.setdefault(id(parameter), []).append(name)
+            for name, buffer in self.model.named_buffers(remove_duplicate=False):
+                found.setdefault(id(buffer), []).append(name)
             self._names_by_tensor = found
         return self._names_by_tensor.get(id(tensor), [])
 
@@ -1161,9 +1161,9 @@ class _Level:
         kinds: list[Any] = []
         wires: dict[str, Ref] = {}
         seeds: dict[fx.Node, Any] = {}
-        own = {id(tensor) for tensor in call.module.state_dict(keep_vars=True).values()}
+        owned = {id(tensor) for tensor in call.module.state_dict(keep_vars=True).values()}
         for (port, node), (_, value) in zip(interface.ports, values, strict=True):
-            if isinstance(value, StateTensor) and id(value.tensor) not in own:
+            if isinstance(value, StateTensor) and id(value.tensor) not in owned:
                 # State of this scope handed to the call (a parametrization's originals): its
                 # constant belongs here, where the module holding it is, so the keys survive.
                 value = self.materialize(value, port, call)
