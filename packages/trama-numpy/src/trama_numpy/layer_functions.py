@@ -1,6 +1,7 @@
 """numpy kernels of the catalog's layer_functions ops (:mod:`trama.catalog.layer_functions`): the
 function forms of the dense, convolution, normalization and embedding layers, ``addmm``, and the
-module variants ``Conv3d``, ``ConvTranspose1d`` and ``BatchNorm3d``.
+module variants ``Conv3d`` and ``BatchNorm3d`` (``ConvTranspose1d`` is ``trama_numpy.layers``'
+``ConvTranspose2d`` code, registered for both).
 
 A function form receives its weights on input ports, so its kernel knows them only when it runs:
 it checks their shapes then, with the catalog's shared rules
@@ -37,7 +38,7 @@ from trama.catalog._layer_functions_checks import (
 from trama.catalog._reader import Settings
 from trama.extension import Kernel
 from trama_numpy import layers
-from trama_numpy._registry import implements, optional_array, required_array
+from trama_numpy._registry import implements
 
 __all__ = [
     "addmm",
@@ -49,7 +50,6 @@ __all__ = [
     "conv3d",
     "conv3d_function",
     "conv_nd",
-    "conv_transpose1d",
     "conv_transpose1d_function",
     "conv_transpose2d_function",
     "conv_transpose_nd",
@@ -266,22 +266,6 @@ def conv_transpose2d_function(
 def conv3d(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """Cross-correlation over the last three dimensions, every padding mode (``Conv2d``'s code)."""
     return layers._conv(node, children=children, parameters=parameters, dims=3)
-
-
-@implements("ConvTranspose1d")
-def conv_transpose1d(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
-    """The transpose of Conv1d (``ConvTranspose2d``'s code, one spatial dimension)."""
-    settings = check_settings(node, parameters)
-    return layers._ConvTranspose(
-        node,
-        weight=required_array(parameters, "weight"),
-        bias=optional_array(parameters, "bias"),
-        stride=settings.integers("stride"),
-        padding=settings.integers("padding"),
-        output_padding=settings.integers("output_padding"),
-        dilation=settings.integers("dilation"),
-        groups=settings.integer("groups"),
-    )
 
 
 # --- Normalization --------------------------------------------------------------------------------

@@ -361,9 +361,10 @@ class _ConvTranspose(_Kernel):
         return {"y": y if batched is x else y[0]}
 
 
-@implements("ConvTranspose2d")
+@implements("ConvTranspose1d", "ConvTranspose2d")
 def conv_transpose2d(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
-    """The transpose of Conv2d (see :class:`_ConvTranspose` for how it is computed)."""
+    """The transpose of Conv1d or Conv2d (see :class:`_ConvTranspose` for how it is computed;
+    the settings' lengths give the spatial dimensions)."""
     settings = check_settings(node, parameters)
     return _ConvTranspose(
         node,

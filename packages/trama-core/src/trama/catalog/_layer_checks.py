@@ -153,19 +153,20 @@ def _transposed_weights(reader: Reader) -> None:
 # --- Pooling ------------------------------------------------------------------------------
 
 
-def _pool_rules(*, dilation: bool) -> dict[str, Rule]:
+def pool_rules(dims: int, *, dilation: bool) -> dict[str, Rule]:
+    """The window settings of a ``dims``-d pool (``MaxPool2d``, and opset 2's 1-d and 3-d ones)."""
     rules: dict[str, Rule] = {
-        "kernel_size": IntList(2, minimum=1),
-        "stride": IntList(2, minimum=1, nullable=True, default=None),
-        "padding": IntList(2, minimum=0, default=[0, 0]),
+        "kernel_size": IntList(dims, minimum=1),
+        "stride": IntList(dims, minimum=1, nullable=True, default=None),
+        "padding": IntList(dims, minimum=0, default=[0] * dims),
     }
     if dilation:
-        rules["dilation"] = IntList(2, minimum=1, default=[1, 1])
+        rules["dilation"] = IntList(dims, minimum=1, default=[1] * dims)
     rules["ceil_mode"] = Flag(default=False)
     return rules
 
 
-def _windows(reader: Reader) -> None:
+def pool_windows(reader: Reader) -> None:
     """A ``null`` stride is the kernel size; padding is at most half the kernel, as torch says."""
     values = reader.values
     if values["stride"] is None:
@@ -304,14 +305,14 @@ CHECKERS: dict[str, Checker] = {
     "ConvTranspose2d": Checker(
         _geometry(2, transposed=True), (_output_padding, _grouped_channels, _transposed_weights)
     ),
-    "MaxPool2d": Checker(_pool_rules(dilation=True), (_windows,)),
+    "MaxPool2d": Checker(pool_rules(2, dilation=True), (pool_windows,)),
     "AvgPool2d": Checker(
         {
-            **_pool_rules(dilation=False),
+            **pool_rules(2, dilation=False),
             "count_include_pad": Flag(default=True),
             "divisor_override": Integer(minimum=1, nullable=True, default=None),
         },
-        (_windows,),
+        (pool_windows,),
     ),
     "AdaptiveAvgPool2d": Checker({"output_size": OutputSize()}),
     "BatchNorm1d": _batch_norm(),

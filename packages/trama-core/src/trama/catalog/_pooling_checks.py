@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trama.catalog._layer_checks import pool_rules, pool_windows
 from trama.catalog._pooling_geometry import RESAMPLING_RANKS
 from trama.catalog._reader import (
     REQUIRED,
@@ -24,7 +25,6 @@ from trama.catalog._reader import (
     IntList,
     Number,
     Reader,
-    Rule,
     is_int,
     is_number,
 )
@@ -35,37 +35,15 @@ __all__ = ["CHECKERS"]
 # --- Pools with fixed windows -----------------------------------------------------------------
 
 
-def _pool_rules(dims: int, *, dilation: bool) -> dict[str, Rule]:
-    rules: dict[str, Rule] = {
-        "kernel_size": IntList(dims, minimum=1),
-        "stride": IntList(dims, minimum=1, nullable=True, default=None),
-        "padding": IntList(dims, minimum=0, default=[0] * dims),
-    }
-    if dilation:
-        rules["dilation"] = IntList(dims, minimum=1, default=[1] * dims)
-    rules["ceil_mode"] = Flag(default=False)
-    return rules
-
-
-def _windows(reader: Reader) -> None:
-    """A ``null`` stride is the kernel size; padding is at most half the kernel, as torch says."""
-    values = reader.values
-    if values["stride"] is None:
-        values["stride"] = values["kernel_size"]
-    for d, (padding, kernel) in enumerate(zip(values["padding"], values["kernel_size"], strict=True)):
-        if 2 * padding > kernel:
-            raise reader.error(f"padding[{d}] = {padding} must be at most half of kernel_size[{d}] = {kernel}")
-
-
 def _max_pool(dims: int) -> Checker:
-    return Checker(_pool_rules(dims, dilation=True), (_windows,))
+    return Checker(pool_rules(dims, dilation=True), (pool_windows,))
 
 
 def _avg_pool(dims: int) -> Checker:
-    rules = {**_pool_rules(dims, dilation=False), "count_include_pad": Flag(default=True)}
+    rules = {**pool_rules(dims, dilation=False), "count_include_pad": Flag(default=True)}
     if dims > 1:
         rules["divisor_override"] = Integer(minimum=1, nullable=True, default=None)
-    return Checker(rules, (_windows,))
+    return Checker(rules, (pool_windows,))
 
 
 # --- Adaptive pools ---------------------------------------------------------------------------
