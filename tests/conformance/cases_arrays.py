@@ -220,6 +220,42 @@ def flip(draw: Draw) -> Case:
 
 
 @st.composite
+def linalg_vector_norm(draw: Draw) -> Case:
+    gen = _rng(draw)
+    shape = _shape(draw)
+    rank = len(shape)
+    x = _floats(draw, gen, shape, 2.0)
+    slots: dict[str, Any] = {"ord": draw(st.sampled_from([2, 1, 3, 0.5, 0, "inf", "-inf"]))}
+    if rank and draw(st.booleans()):
+        chosen = draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank, unique=True))
+        slots["dim"] = [d - rank if draw(st.booleans()) else d for d in chosen]
+    elif draw(st.booleans()):
+        slots["dim"] = _dim(draw, rank)
+    _maybe(draw, slots, "keepdim", st.booleans())
+    return Case("linalg_vector_norm", {"x": x}, slots)
+
+
+@st.composite
+def slice_scatter(draw: Draw) -> Case:
+    gen = _rng(draw)
+    shape = _shape(draw)
+    if not shape:
+        shape = (draw(st.integers(1, 4)),)
+    rank = len(shape)
+    dim = draw(st.integers(-rank, rank - 1))
+    bound = st.one_of(st.none(), st.integers(-6, 6))
+    start, end, step = draw(bound), draw(bound), draw(st.integers(1, 3))
+    size = len(range(*slice(start, end, step).indices(shape[dim])))
+    src_shape = (*shape[: dim % rank], size, *shape[dim % rank + 1 :])
+    dtype = draw(st.sampled_from(_ANY))
+    return Case(
+        "slice_scatter",
+        {"x": _tensor(draw, gen, shape, dtype), "src": _tensor(draw, gen, src_shape, dtype)},
+        {"dim": dim, "start": start, "end": end, "step": step},
+    )
+
+
+@st.composite
 def contiguous(draw: Draw) -> Case:
     gen = _rng(draw)
     return Case("contiguous", {"x": _tensor(draw, gen, _shape(draw), draw(st.sampled_from(_ANY)))}, {})
@@ -452,6 +488,8 @@ CASES: dict[str, st.SearchStrategy[Case]] = {
     "roll": roll(),
     "flip": flip(),
     "contiguous": contiguous(),
+    "slice_scatter": slice_scatter(),
+    "linalg_vector_norm": linalg_vector_norm(),
     **{op: tiling(op) for op in ("repeat", "tile")},
     "einsum": einsum(),
     **{op: reduction(op) for op in ("min", "any", "all", "var", "std")},

@@ -26,11 +26,7 @@ import trama
 from realworld.models import ZOO, RealModel
 
 #: Models whose capture is refused on purpose, with the reason the error must give.
-REFUSED: dict[str, str] = {
-    # ShiftedWindowAttentionV2 zeroes a slice of a copy of its bias in place and then reads the
-    # copy: pure catalog ops cannot record that write without a scatter op.
-    "tv_swin_v2": r"aten\.zero_\.default writes into \w+, and \w+ reads \w+ afterwards",
-}
+REFUSED: dict[str, str] = {}
 
 #: Models whose import comes back with some ``state_dict`` keys renamed, by the original keys
 #: that do not survive (outputs are still exact). Strict, as REFUSED.

@@ -772,11 +772,21 @@ def test_a_cast_to_the_same_dtype_is_nothing_and_a_real_cast_is_a_to_node() -> N
 
 
 class ZeroesACopy(nn.Module):
-    """Writes into a view of a tensor it reads again afterwards (as Swin V2 does to its bias)."""
+    """Writes into a slice of a tensor it reads again afterwards (as Swin V2 does to its bias)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b = x.clone()
-        b[:, :2].zero_()
+        b[:, 1:3].zero_()
+        b[1:].mul_(2)[:, :1].fill_(7.0)
+        return b * 2
+
+
+class WritesThroughARow(nn.Module):
+    """Writes through ``select`` (a row), which the capture does not write back: refused."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.clone()
+        b[0].zero_()
         return b * 2
 
 
@@ -794,15 +804,29 @@ class InPlaceChain(nn.Module):
         return self.act(out).mul_(3)
 
 
-def test_an_in_place_op_whose_write_is_read_again_is_refused_never_written_as_its_pure_form() -> None:
+def test_an_in_place_write_into_slices_read_again_is_written_as_slice_scatter() -> None:
+    model = ZeroesACopy().eval()
+    x = torch.randn(3, 4)
+    document = capture(model, ["x"], ["y"], (x,))
+    ops = [each.op for each in document.nodes if each.parent == "root"]
+    # b[:, 1:3] into b; b[1:] into b; [:, :1] into b[1:], which then goes into b again
+    assert ops.count("slice_scatter") == 4
+    assert "zero_" not in ops
+    with torch.no_grad():
+        expected = model(x)
+        assert torch.equal(imported(document)(x), expected)
+    for name in RUNTIMES:
+        (y,) = trama.runtime_for_name(name).prepare(document).run([x.numpy()])
+        np.testing.assert_allclose(np.asarray(y), expected.numpy(), rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def test_an_in_place_write_that_cannot_be_written_back_is_refused_never_written_as_its_pure_form() -> None:
     with pytest.raises(trama.ExportError) as caught:
-        capture(ZeroesACopy(), ["x"], ["y"], (torch.randn(2, 4),))
+        capture(WritesThroughARow(), ["x"], ["y"], (torch.randn(2, 4),))
     message = str(caught.value)
     assert len(message.splitlines()) == 1
-    assert (
-        "aten.zero_.default writes into slice_1, and mul reads clone afterwards (clone shares its storage)" in message
-    )
-    assert "b[:, :2].zero_()" in message
+    assert "aten.zero_.default writes into select, and mul reads clone afterwards (clone shares its storage)" in message
+    assert "b[0].zero_()" in message
 
 
 def test_in_place_ops_read_only_through_their_results_are_their_pure_forms() -> None:
@@ -1020,3 +1044,24 @@ def test_state_keeps_its_state_dict_keys_wherever_it_is_read(model: nn.Module, e
     assert set(back.state_dict()) == set(model.state_dict())
     with torch.no_grad():
         assert torch.equal(back(example), model(example))
+
+
+class Normalized(nn.Module):
+    """``F.normalize`` (Swin V2's cosine attention): the norm is its own op, so the import is exact."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(x, dim=-1) + torch.linalg.vector_norm(x, float("inf"), dim=0, keepdim=True)
+
+
+def test_vector_norms_are_their_op_and_import_exactly() -> None:
+    model = Normalized().eval()
+    x = torch.randn(3, 5)
+    document = capture(model, ["x"], ["y"], (x,))
+    norms = [each for each in document.nodes if each.op == "linalg_vector_norm"]
+    assert [slots(document, each.id)["ord"] for each in norms] == [2.0, "inf"]
+    assert not [each for each in document.nodes if each.metadata and "decomposed" in each.metadata]
+    with torch.no_grad():
+        assert torch.equal(imported(document)(x), model(x))
+    for name in RUNTIMES:
+        (y,) = trama.runtime_for_name(name).prepare(document).run([x.numpy()])
+        np.testing.assert_allclose(np.asarray(y), model(x).numpy(), rtol=1e-5, atol=1e-6, err_msg=name)

@@ -23,7 +23,7 @@ import numpy as np
 
 from trama import Node, Parameter
 from trama.catalog import check_settings
-from trama.catalog._arrays_checks import arange_values, einsum_shapes, expanded_shape, filled
+from trama.catalog._arrays_checks import arange_values, einsum_shapes, expanded_shape, filled, scattered_slice
 from trama.format import numpy_dtype
 from trama_jax._numerics import HIGHEST, accumulation
 from trama_jax._registry import implements
@@ -184,6 +184,24 @@ def flip(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Pa
         return x if x.ndim == 0 or not axes else jnp.flip(x, axis=axes)
 
     return _unary(node, compute)
+
+
+@implements("slice_scatter")
+def slice_scatter(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``x`` whose slice along ``dim`` is ``src`` (same dtype, the slice's shape)."""
+    site, settings = Site(node), check_settings(node, parameters)
+
+    def apply(held: Mapping[str, Any], inputs: Inputs) -> Outputs:
+        x, src = jnp.asarray(inputs["x"]), jnp.asarray(inputs["src"])
+        if src.dtype != x.dtype:
+            raise site.fail(f"src has dtype {src.dtype}, x has {x.dtype}; they must be the same")
+        try:
+            dim, part = scattered_slice(tuple(x.shape), tuple(src.shape), settings)
+        except ValueError as error:
+            raise site.fail(str(error)) from None
+        return {"y": x.at[(slice(None),) * dim + (part,)].set(src)}
+
+    return JaxKernel(apply)
 
 
 @implements("contiguous")
@@ -353,6 +371,32 @@ def any_(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Pa
 def all_(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """Whether every element over ``dim`` is nonzero."""
     return _logical(node, parameters, jnp.all)
+
+
+@implements("linalg_vector_norm")
+def linalg_vector_norm(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """The vector norm in the accumulation dtype, rounded to ``x``'s dtype."""
+    settings = check_settings(node, parameters)
+    dims, order, keepdim = settings["dim"], settings.number("ord"), settings.flag("keepdim")
+
+    def compute(x: jax.Array, site: Site) -> jax.Array:
+        if not _is_floating(x.dtype):
+            raise site.fail(f"x must have a floating dtype, got {x.dtype}")
+        axes = None if dims is None or x.ndim == 0 else _wrap_dims(dims, x.ndim, site)
+        size = jnp.abs(x.astype(accumulation(x.dtype)))
+        if order == float("inf"):
+            total = jnp.max(size, axis=axes, keepdims=True, initial=0.0)
+        elif order == float("-inf"):
+            total = jnp.min(size, axis=axes, keepdims=True, initial=jnp.inf)
+        elif order == 0:
+            total = jnp.sum(size != 0, axis=axes, keepdims=True).astype(size.dtype)
+        else:
+            total = jnp.sum(size**order, axis=axes, keepdims=True) ** (1.0 / order)
+        if not keepdim:
+            total = jnp.squeeze(total, axis=axes) if axes is not None else total.reshape(())
+        return total.astype(x.dtype)
+
+    return _unary(node, compute)
 
 
 @implements("logsumexp")

@@ -19,7 +19,7 @@ import numpy as np
 
 from trama import Node, Parameter
 from trama.catalog import check_settings
-from trama.catalog._arrays_checks import arange_values, einsum_shapes, expanded_shape, filled
+from trama.catalog._arrays_checks import arange_values, einsum_shapes, expanded_shape, filled, scattered_slice
 from trama.extension import Kernel
 from trama.format import numpy_dtype
 from trama_numpy._registry import implements
@@ -215,6 +215,26 @@ def flip(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Pa
     return _unary(node, compute)
 
 
+@implements("slice_scatter")
+def slice_scatter(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """A copy of ``x`` whose slice along ``dim`` is ``src`` (same dtype, the slice's shape)."""
+    where, settings = _where(node), check_settings(node, parameters)
+
+    def kernel(inputs: _Inputs) -> Mapping[str, Any]:
+        x, src = np.asarray(inputs["x"]), np.asarray(inputs["src"])
+        if src.dtype != x.dtype:
+            raise TypeError(f"{where}: src has dtype {src.dtype}, x has {x.dtype}; they must be the same")
+        try:
+            dim, part = scattered_slice(x.shape, src.shape, settings)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+        y = x.copy()
+        y[(slice(None),) * dim + (part,)] = src
+        return {"y": y}
+
+    return kernel
+
+
 @implements("contiguous")
 def contiguous(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``x`` itself: numpy arrays here are never written into, so no copy is needed."""
@@ -406,6 +426,34 @@ def any_(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Pa
 def all_(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """Whether every element over ``dim`` is nonzero."""
     return _logical(node, parameters, np.all)
+
+
+@implements("linalg_vector_norm")
+def linalg_vector_norm(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """The vector norm in float64, rounded once to ``x``'s dtype."""
+    where = _where(node)
+    settings = check_settings(node, parameters)
+    dims, order, keepdim = settings["dim"], settings.number("ord"), settings.flag("keepdim")
+
+    def compute(x: Array) -> Array:
+        if not _is_floating(x.dtype):
+            raise TypeError(f"{where}: x must have a floating dtype, got {x.dtype}")
+        axes = None if dims is None else _wrap_dims(dims, x.ndim, where) if x.ndim else None
+        size = np.abs(x.astype(_FLOAT64))
+        with np.errstate(all="ignore"):
+            if order == np.inf:
+                total = np.max(size, axis=axes, keepdims=True, initial=0.0)
+            elif order == -np.inf:
+                total = np.min(size, axis=axes, keepdims=True, initial=np.inf)
+            elif order == 0:
+                total = np.sum(size != 0, axis=axes, keepdims=True).astype(_FLOAT64)
+            else:
+                total = np.sum(size**order, axis=axes, keepdims=True) ** (1.0 / order)
+        if not keepdim:
+            total = np.squeeze(total, axis=axes) if axes is not None else total.reshape(())
+        return _rounded(total, x.dtype)
+
+    return _unary(node, compute)
 
 
 @implements("logsumexp")

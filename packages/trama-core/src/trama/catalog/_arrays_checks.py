@@ -32,7 +32,16 @@ from trama.catalog._reader import (
 )
 from trama.format._dtypes import DTYPE_NAMES, numpy_dtype
 
-__all__ = ["CHECKERS", "Scalar", "arange_values", "einsum_shapes", "einsum_terms", "expanded_shape", "filled"]
+__all__ = [
+    "CHECKERS",
+    "Scalar",
+    "arange_values",
+    "einsum_shapes",
+    "einsum_terms",
+    "expanded_shape",
+    "filled",
+    "scattered_slice",
+]
 
 _LETTERS = frozenset(string.ascii_letters)
 _INTEGER_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8"})
@@ -83,6 +92,25 @@ class IntOrList:
 
     def types(self) -> tuple[str, ...]:
         return ("int", "list")
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    """A norm's ``ord``: a number, or ``"inf"``/``"-inf"`` (JSON has no infinite number), as a float."""
+
+    default: Any = REQUIRED
+    nullable: bool = False
+
+    def read(self, reader: Reader, slot: str) -> float:
+        value = reader.raw(slot, self.default)
+        if is_number(value):
+            return float(value)
+        if value in ("inf", "-inf"):
+            return float(value)
+        raise reader.error(f'{slot} must be a number, "inf" or "-inf", got {value!r}')
+
+    def types(self) -> tuple[str, ...]:
+        return ("int", "float", "string")
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +326,23 @@ _VARIANCE = Checker({"dim": Dims(), "correction": Number(default=1), "keepdim": 
 _SIZE = IntList(minimum=0)
 _FILL = Scalar(bools=True)
 
+
 #: Every op of the family's checker, by op name.
+def scattered_slice(shape: tuple[int, ...], src: tuple[int, ...], settings: Any) -> tuple[int, slice]:
+    """``slice_scatter``'s dimension and slice of ``x`` (of ``shape``), checked against ``src``'s
+    shape; raises ``ValueError`` saying what does not fit (every framework says the same)."""
+    rank = len(shape)
+    dim = settings["dim"]
+    if not -max(rank, 1) <= dim < max(rank, 1) or rank == 0:
+        raise ValueError(f"dim {dim} is out of range for x of {rank} dimensions")
+    dim %= rank
+    part = slice(settings["start"], settings["end"], settings["step"])
+    wanted = (*shape[:dim], len(range(*part.indices(shape[dim]))), *shape[dim + 1 :])
+    if tuple(src) != wanted:
+        raise ValueError(f"src has shape {list(src)}, but the slice of x it replaces has shape {list(wanted)}")
+    return dim, part
+
+
 CHECKERS: dict[str, Checker] = {
     "expand": Checker({"size": IntList(minimum=-1)}),
     "gather": Checker({"dim": _DIM}),
@@ -310,6 +354,14 @@ CHECKERS: dict[str, Checker] = {
     "roll": Checker({"shifts": IntOrList(), "dims": Dims()}, (_roll,)),
     "flip": Checker({"dims": IntList()}),
     "contiguous": Checker(),
+    "slice_scatter": Checker(
+        {
+            "dim": Integer(minimum=None, default=0),
+            "start": Integer(minimum=None, nullable=True, default=None),
+            "end": Integer(minimum=None, nullable=True, default=None),
+            "step": Integer(minimum=1, default=1),
+        }
+    ),
     "repeat": Checker({"repeats": IntList(minimum=0)}),
     "tile": Checker({"dims": IntList(minimum=0)}),
     "einsum": Checker({"equation": Equation()}, (_einsum_ports,)),
@@ -320,6 +372,7 @@ CHECKERS: dict[str, Checker] = {
     "std": _VARIANCE,
     "any": _REDUCTION,
     "all": _REDUCTION,
+    "linalg_vector_norm": Checker({"dim": Dims(), "ord": Order(default=2), "keepdim": _KEEPDIM}),
     "logsumexp": Checker({"dim": IntOrList(), "keepdim": _KEEPDIM}),
     "arange": Checker(
         {"start": Scalar(default=0), "end": Scalar(), "step": Scalar(default=1), "dtype": _DTYPE}, (_arange,)

@@ -139,6 +139,26 @@ _FLIP = op(
     since=_SINCE,
 )
 
+_SLICE_SCATTER = op(
+    "slice_scatter",
+    """
+    `x` with the slice `start:end:step` of dimension `dim` replaced by `src`, as
+    `torch.slice_scatter`: `y` has `x`'s shape and dtype, and `src` has exactly the slice's shape
+    and `x`'s dtype. The bounds follow Python's slicing (`null` is the default, negative counts
+    from the end, out-of-range bounds are clamped); `step` is positive. This is how an exporter
+    writes an in-place write into a slice of a tensor that is read afterwards
+    (`b = bias.clone(); b[n:2 * n].zero_()`): the write is a new value of the whole tensor.
+    """,
+    inputs=("x", "src"),
+    parameters=(
+        hyper("dim", "int", "The dimension sliced (negative counts from the end).", 0),
+        hyper("start", "int", "First position of the slice; `null`: the start.", None),
+        hyper("end", "int", "Position after the slice; `null`: the end.", None),
+        hyper("step", "int", "Distance between positions (≥ 1).", 1),
+    ),
+    since=_SINCE,
+)
+
 _CONTIGUOUS = op(
     "contiguous",
     """
@@ -279,6 +299,17 @@ _REDUCTIONS = (
         empty reduction is true.
         """,
     ),
+    _reduction(
+        "linalg_vector_norm",
+        """
+        The vector `ord`-norm over `dim`, as `torch.linalg.vector_norm` (and what `F.normalize`
+        and `Tensor.norm` compute): `(Σ |x|^ord)^(1/ord)`; `ord` `"inf"` is `max |x|`, `"-inf"`
+        `min |x|`, and 0 the count of nonzero elements. `x` has a floating dtype, which `y`
+        keeps; a NaN gives NaN. torch's `dtype` argument has no slot: exporters refuse a call
+        that sets it.
+        """,
+        hyper("ord", ("int", "float", "string"), 'The order: a number, `"inf"` or `"-inf"`.', 2),
+    ),
     op(
         "logsumexp",
         (
@@ -404,6 +435,7 @@ SPECS: tuple[OpSpec, ...] = (
     _ROLL,
     _FLIP,
     _CONTIGUOUS,
+    _SLICE_SCATTER,
     _REPEAT,
     _TILE,
     _EINSUM,

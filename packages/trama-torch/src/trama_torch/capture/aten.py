@@ -34,6 +34,7 @@ from trama_torch.capture.values import ConstTensor, Several, Sym, is_runtime
 from trama_torch.leaves.modules import implicit_softmax_dim
 
 __all__ = [
+    "VIEWS",
     "Alias",
     "Emit",
     "InPlaceHazard",
@@ -42,9 +43,12 @@ __all__ = [
     "Register",
     "foldable",
     "inplace_hazard",
+    "mutated_argument",
     "op_name",
     "size_value",
+    "slice_bounds",
     "translate",
+    "translate_pure",
 ]
 
 aten = torch.ops.aten
@@ -721,10 +725,34 @@ def translate(node: fx.Node, args: Sequence[Any], kwargs: Mapping[str, Any]) -> 
     hazard = inplace_hazard(node)
     if hazard is not None:
         raise InPlaceHazard(op_name(target), f"{hazard}: the catalog's ops are pure, and this mutation is seen")
-    handler = _handlers().get(target)
+    return translate_pure(node, args, kwargs)
+
+
+def translate_pure(node: fx.Node, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Mapped:
+    """The value an (in-place) aten op computes, as its pure catalog form, whoever else sees the
+    write: for :mod:`trama_torch.capture.emit`, which writes the write itself where it can."""
+    handler = _handlers().get(node.target)
     if handler is None:
-        raise MissingOp(op_name(target))
+        raise MissingOp(op_name(node.target))
     return handler(_Node(node, _bind(node, args, kwargs)))
+
+
+def mutated_argument(node: fx.Node) -> fx.Node | None:
+    """The graph node an in-place op writes into, if it writes into one."""
+    return _mutated(node)
+
+
+def slice_bounds(node: fx.Node) -> tuple[int, int | None, int | None, int] | None:
+    """``(dim, start, end, step)`` of an ``aten.slice.Tensor`` node, bounds ``None`` where they
+    are the defaults, or ``None`` when a bound is not a number at capture."""
+    bound = _bind(node, node.args, node.kwargs)
+    dim, start, end, step = bound["dim"], bound["start"], bound["end"], bound["step"]
+    numbers = [value for value in (dim, start, end, step) if value is not None]
+    if not all(isinstance(value, int) and not isinstance(value, bool) for value in numbers):
+        return None
+    if end is not None and end >= sys.maxsize:
+        end = None
+    return int(dim or 0), start, end, int(step or 1)
 
 
 class InPlaceHazard(MissingOp):
@@ -734,7 +762,7 @@ class InPlaceHazard(MissingOp):
 
 #: Ops whose result shares its first argument's storage (a view), so that writing into one
 #: changes the other.
-_VIEWS = frozenset(
+VIEWS = frozenset(
     {
         aten.view.default,
         aten._unsafe_view.default,
@@ -797,8 +825,13 @@ def inplace_hazard(node: fx.Node) -> str | None:
     if target is None:
         return None
     base = target
-    while base.op == "call_function" and base.target in _VIEWS and base.args and isinstance(base.args[0], fx.Node):
-        base = base.args[0]
+    while True:  # up through views, and in-place results (the very tensor they wrote into)
+        if base.op == "call_function" and base.target in VIEWS and base.args and isinstance(base.args[0], fx.Node):
+            base = base.args[0]
+        elif (written := _mutated(base)) is not None:
+            base = written
+        else:
+            break
     storage: set[fx.Node] = set()
     pending = [base]
     while pending:
@@ -806,15 +839,31 @@ def inplace_hazard(node: fx.Node) -> str | None:
         if current in storage:
             continue
         storage.add(current)
-        pending.extend(user for user in current.users if user.op == "call_function" and user.target in _VIEWS)
+        pending.extend(
+            user
+            for user in current.users
+            if user.op == "call_function" and (user.target in VIEWS or _mutated(user) is current)
+        )
+    # What is taken from the op's own result (a view of it, a further in-place op on it) is
+    # computed from the pure form's value: reading those is fine.
+    derived: set[fx.Node] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if current in derived:
+            continue
+        derived.add(current)
+        pending.extend(
+            user
+            for user in current.users
+            if user.op == "call_function" and (user.target in VIEWS or _mutated(user) is current)
+        )
     order = {each: index for index, each in enumerate(node.graph.nodes)}
     position = order[node]
-    for member in storage:
+    for member in sorted(storage - derived, key=order.__getitem__):
         for user in member.users:
-            if user is node or order[user] <= position:
+            if user in derived or order[user] <= position:
                 continue
-            if user.op == "call_function" and user.target in _VIEWS:
-                continue  # a view taken later is checked through its own users
             shared = "" if member is target else f" ({member.name} shares its storage)"
             return f"writes into {target.name}, and {user.name} reads {member.name} afterwards{shared}"
     return None

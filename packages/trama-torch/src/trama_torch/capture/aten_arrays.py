@@ -14,6 +14,7 @@ that torch.export kept symbolic is a size read, which the catalog cannot record.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -242,6 +243,23 @@ def _variance(op: str) -> Handler:
     return handle
 
 
+def _vector_norm(call: _Node) -> Mapped:
+    """``torch.linalg.vector_norm`` (``F.normalize``'s norm); an infinite order as a string."""
+    if call.arguments.get("dtype") is not None:
+        raise call.missing("with dtype= (a cast before the norm) has no catalog op for it yet")
+    order = call.constant("ord")
+    if isinstance(order, float) and math.isinf(order):
+        order = "inf" if order > 0 else "-inf"
+    dims = call.constant("dim")
+    if isinstance(dims, list) and not dims:
+        dims = None
+    return Emit(
+        "linalg_vector_norm",
+        {"x": call.tensor()},
+        {"ord": order, "dim": dims, "keepdim": bool(call.constant("keepdim"))},
+    )
+
+
 def _logsumexp(call: _Node) -> Mapped:
     dims = call.constant("dim")
     if isinstance(dims, list) and not dims:
@@ -292,6 +310,16 @@ def _like(op: str) -> Handler:
         return Emit(op, {"x": call.tensor()}, slots)
 
     return handle
+
+
+def _zero_(call: _Node) -> Mapped:
+    """``x.zero_()``'s value: zeros like ``x`` (the write itself is the capture's business)."""
+    return Emit("zeros_like", {"x": call.tensor()}, {"dtype": None})
+
+
+def _fill_(call: _Node) -> Mapped:
+    """``x.fill_(value)``'s value: ``value`` everywhere, in ``x``'s dtype."""
+    return Emit("full_like", {"x": call.tensor()}, {"fill_value": _number(call, "value"), "dtype": None})
 
 
 def _new(op: str) -> Handler:
@@ -345,12 +373,15 @@ def register(each: Register) -> None:
         each(packet, _reduction(op, None), "default")
         each(packet, _reduction(op), "dim", "dims")
     each(aten.logsumexp, _logsumexp, "default")
+    each(aten.linalg_vector_norm, _vector_norm, "default")
     each(aten.arange, _arange, "default", "start", "start_step")
     each(aten.full, _full, "default")
     each(aten.zeros, _constant_fill("zeros"), "default")
     each(aten.ones, _constant_fill("ones"), "default")
     for op in ("full_like", "zeros_like", "ones_like"):
         each(getattr(aten, op), _like(op), "default")
+    each(aten.zero_, _zero_, "default")
+    each(aten.fill_, _fill_, "Scalar")
     each(aten.new_ones, _new("ones"), "default")
     each(aten.new_zeros, _new("zeros"), "default")
     each(aten.new_full, _new("full"), "default")

@@ -974,7 +974,95 @@ class _Level:
 
         args = fx.node.map_arg(node.args, value)
         kwargs = fx.node.map_arg(node.kwargs, value)
+        if aten.inplace_hazard(node) is not None:
+            written = self._functionalized(unit, node, args, kwargs, owner)
+            if written is not None:
+                self.values[(unit, node)] = written
+                return
         self.values[(unit, node)] = self.translate_node(node, args, kwargs, owner, node)
+
+    def _functionalized(self, unit: Unit, node: fx.Node, args: Any, kwargs: Any, owner: Call) -> Any:
+        """An in-place op whose write is read afterwards, written as values: its pure form gives
+        the written tensor's new value, ``slice_scatter`` puts it back into each tensor it is a
+        slice of, and every tensor of the chain is read from then on at its new value
+        (``b = bias.clone(); b[n:2 * n].zero_(); f(b)``: ``f`` reads the scattered ``b``).
+        ``None`` where that cannot be said so: a write through a view other than a slice, a
+        slice bound known only at run time, or a view of the storage made before the write and
+        read after it."""
+        target = aten.mutated_argument(node)
+        if target is None:
+            return None
+        chain: list[fx.Node] = []  # the slices and in-place results the write goes through
+        base = target
+        while base.op == "call_function":
+            if base.target is torch.ops.aten.slice.Tensor:
+                chain.append(base)
+                base = base.args[0]  # type: ignore[assignment]
+            elif aten.mutated_argument(base) is not None:  # an in-place op's result is its input
+                chain.append(base)
+                base = aten.mutated_argument(base)  # type: ignore[assignment]
+            else:
+                break
+        if base.op == "call_function" and base.target in aten.VIEWS:
+            return None
+        if not self._no_stale_view(node, base, chain):
+            return None
+        slices = {view: aten.slice_bounds(view) for view in chain if view.target is torch.ops.aten.slice.Tensor}
+        if any(bound is None for bound in slices.values()):
+            return None
+        try:
+            mapped = aten.translate_pure(node, args, kwargs)
+        except aten.MissingOp:
+            return None
+        result = self._result(mapped, node, owner)
+        value = result
+        for view in chain:
+            self._rebind(unit, view, value)
+            bound = slices.get(view)
+            if bound is None:  # an in-place result: the same tensor as its input
+                continue
+            parent: fx.Node = view.args[0]  # type: ignore[assignment]
+            dim, start, end, step = bound
+            scatter = aten.Emit(
+                "slice_scatter",
+                {"x": self._current(unit, parent), "src": value},
+                {"dim": dim, "start": start, "end": end, "step": step},
+            )
+            value = self.emit_op(scatter, f"{parent.name}_written", owner)
+        self._rebind(unit, base, value)
+        return result
+
+    def _no_stale_view(self, node: fx.Node, base: fx.Node, chain: list[fx.Node]) -> bool:
+        """Whether no view of ``base``'s storage made before ``node``, other than those of
+        ``chain``, is read after it: it would still read the old values. Views made after the
+        write are taken from the new values, as they are translated later."""
+        order = {each: index for index, each in enumerate(node.graph.nodes)}
+        here = order[node]
+        allowed = {base, *chain, node}
+        pending, seen = [base], set()
+        while pending:
+            current = pending.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if current not in allowed and order[current] < here and any(order[u] > here for u in current.users):
+                return False
+            for user in current.users:
+                aliases = user.op == "call_function" and (
+                    user.target in aten.VIEWS or aten.mutated_argument(user) is current
+                )
+                if aliases:
+                    pending.append(user)
+        return True
+
+    def _current(self, unit: Unit, node: fx.Node) -> Any:
+        """The value of ``node`` in this level now (at ``unit``'s place)."""
+        source = self.plan.latest(node, unit.position)
+        return self.lookup(source, node)
+
+    def _rebind(self, unit: Unit, node: fx.Node, value: Any) -> None:
+        """From now on, ``node`` reads as ``value`` in this level (a written tensor's new value)."""
+        self.values[(self.plan.latest(node, unit.position), node)] = value
 
     def translate_node(
         self, node: fx.Node, args: Any, kwargs: Any, owner: Call, origin: fx.Node, depth: int = 0

@@ -77,6 +77,12 @@ def _indexed(function: Callable[..., torch.Tensor]) -> Builder:
     return build
 
 
+def _slice_scatter(slots: _Slots) -> Compute:
+    s = _checked(slots)
+    dim, start, end, step = s.integer("dim"), s.optional_integer("start"), s.optional_integer("end"), s.integer("step")
+    return lambda values: torch.slice_scatter(values["x"], values["src"], dim, start, end, step)
+
+
 def _einsum(slots: _Slots) -> Compute:
     settings = _checked(slots)
     equation = settings.text("equation")
@@ -121,6 +127,12 @@ def _single(function: Callable[..., torch.Tensor]) -> Builder:
 def _logsumexp(settings: Settings) -> Callable[[torch.Tensor], Any]:
     dims, keepdim = settings.integers("dim"), settings.flag("keepdim")
     return lambda x: torch.logsumexp(x, dims, keepdim=keepdim)
+
+
+def _vector_norm(settings: Settings) -> Callable[[torch.Tensor], Any]:
+    dims, order, keepdim = settings["dim"], settings.number("ord"), settings.flag("keepdim")
+    dim = None if dims is None else list(dims)
+    return lambda x: torch.linalg.vector_norm(x, order, dim, keepdim)
 
 
 def _roll(settings: Settings) -> Callable[[torch.Tensor], Any]:
@@ -193,6 +205,7 @@ OPS: Mapping[str, tuple[Any, tuple[str, ...]]] = {
     "tril": (_int_slot(torch.tril, "diagonal"), ()),
     "roll": (_unary(_roll), ()),
     "flip": (_list_slot(torch.flip, "dims"), ()),
+    "slice_scatter": (_slice_scatter, ()),
     "contiguous": (_unary(lambda settings: torch.Tensor.contiguous), ()),
     "repeat": (_list_slot(torch.Tensor.repeat, "repeats"), ()),
     "tile": (_list_slot(torch.tile, "dims"), ()),
@@ -205,6 +218,7 @@ OPS: Mapping[str, tuple[Any, tuple[str, ...]]] = {
     "any": (_reduction(torch.any), ()),
     "all": (_reduction(torch.all), ()),
     "logsumexp": (_unary(_logsumexp), ()),
+    "linalg_vector_norm": (_unary(_vector_norm), ()),
     "arange": (_arange, ()),
     "full": (_full, ()),
     "zeros": (_constant_fill(torch.zeros), ()),
