@@ -277,7 +277,9 @@ def test_bad_file_is_one_line_on_stderr(
     )
 
     assert main([command, str(tmp_path)]) == 1  # a folder: unreadable
-    assert out_lines(capsys.readouterr().err) == [f"{tmp_path}: cannot read {str(tmp_path)!r}: Is a directory"]
+    assert out_lines(capsys.readouterr().err) == [
+        f"{tmp_path}: cannot read {str(tmp_path)!r}: it is a folder, not a regular file"
+    ]
 
 
 # --- usage --------------------------------------------------------------------------------

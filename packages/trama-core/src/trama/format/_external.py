@@ -30,6 +30,7 @@ import xxhash
 
 from trama.errors import WeightsFileError
 from trama.format._dtypes import SAFETENSORS_DTYPES, numpy_dtype
+from trama.format._files import NotRegularFileError, open_regular
 from trama.format._tensor import Tensor, TensorSource
 
 __all__ = [
@@ -102,9 +103,15 @@ class SafetensorsFile:
     def __init__(self, path: Path, location: str) -> None:
         self.path = path
         try:
-            with open(path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+            fd, size = open_regular(path)
+            try:
+                self._map = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else None
+            finally:
+                os.close(fd)
+        except NotRegularFileError as exc:
+            raise WeightsFileError(
+                f"weights file {str(path)!r} is {exc.kind}, not a regular file", location=location
+            ) from None
         except OSError as exc:
             raise WeightsFileError(
                 f"cannot open weights file {str(path)!r}: {exc.strerror}", location=location
@@ -203,7 +210,14 @@ def check_reference(reference: Any, where: str) -> PurePosixPath:
         or not all(type(v) is str for v in reference.values())
     ):
         raise WeightsFileError('external is {"path": string, "key": string, "checksum": string}', location=where)
-    relative = PurePosixPath(reference["path"])
+    path = reference["path"]
+    if "\x00" in path or not path.isprintable() or any("\ud800" <= char <= "\udfff" for char in path):
+        raise WeightsFileError(
+            f"external path {path!a} holds a character no file name may (a NUL, a control character "
+            "or a lone surrogate)",
+            location=f"{where}/path",
+        )
+    relative = PurePosixPath(path)
     if relative.is_absolute() or ".." in relative.parts or not relative.parts or "\\" in reference["path"]:
         raise WeightsFileError(
             f"external path {reference['path']!r} must be relative and stay inside the document's folder",
@@ -221,7 +235,17 @@ def make_resolver(base_dir: Path) -> Callable[[Any, str, tuple[int, ...], str], 
         relative = check_reference(reference, where)
         file = files.get(reference["path"])
         if file is None:
-            file = files[reference["path"]] = SafetensorsFile(base_dir.joinpath(*relative.parts), f"{where}/path")
+            path = base_dir.joinpath(*relative.parts)
+            # The rule is on the real path: a symbolic link inside the folder (to a file, a
+            # folder, or /) must not reach outside it. Checked before the file is opened, and
+            # said the same way whether or not what it points to exists.
+            if not path.resolve().is_relative_to(base_dir.resolve()):
+                raise WeightsFileError(
+                    f"external path {reference['path']!r} leads outside the document's folder (through a "
+                    "symbolic link); readers only read weights inside it",
+                    location=f"{where}/path",
+                )
+            file = files[reference["path"]] = SafetensorsFile(path, f"{where}/path")
         return ExternalSource(file, reference["key"], reference["checksum"], where)
 
     return resolve

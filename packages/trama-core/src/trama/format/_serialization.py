@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, Literal
 from trama.errors import TramaError
 from trama.format._codec import decode_document, encode_document
 from trama.format._external import external_reference, make_resolver, write_safetensors
+from trama.format._files import NotRegularFileError, open_regular
 from trama.format._jsontext import format_json, gc_paused, parse_json
 from trama.format._model import Model
 from trama.format._specs import OpRegistry
@@ -59,8 +60,8 @@ def load(path: PathLike, *, validate: bool = True, registry: OpRegistry | None =
     """Read a document from a file (tensors decode lazily; external weights are memory-mapped)."""
     file = Path(path)
     try:
-        with open(file, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+        fd, size = open_regular(file)
+        with os.fdopen(fd, "rb") as handle:
             # Large files are mapped rather than read: inline base64 is then decoded straight
             # from the page cache, which halves the memory an inline-weights load needs.
             data: bytes | mmap.mmap = (
@@ -68,8 +69,12 @@ def load(path: PathLike, *, validate: bool = True, registry: OpRegistry | None =
                 if size and size >= MMAP_THRESHOLD
                 else handle.read()
             )
+    except NotRegularFileError as exc:
+        raise TramaError(f"cannot read {str(file)!r}: it is {exc.kind}, not a regular file") from None
     except OSError as exc:
         raise TramaError(f"cannot read {str(file)!r}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise TramaError(f"cannot read {str(file)!a}: {exc}") from None
     return loads(data, validate=validate, registry=registry, base_dir=file.parent)
 
 

@@ -41,6 +41,7 @@ import numpy as np
 from trama.errors import JSONError, TramaError
 from trama.execution._runtime import Runtime
 from trama.extension._plugins import PluginSelection
+from trama.format._files import NotRegularFileError, read_regular
 from trama.format._jsontext import ParsedText
 from trama.format._model import Model
 from trama.format._problems import Problem, document_problems, schema_violations
@@ -412,12 +413,16 @@ def _problems(document: _Document, *, schema: bool) -> list[Problem]:
     """:func:`find_problems` for a path or standard input, as structured problems."""
     try:
         if isinstance(document, Path):
-            data: bytes | mmap.mmap = document.read_bytes()
+            data: bytes | mmap.mmap = read_regular(document)
             folder = document.parent
         else:
             data, folder = _read_stdin(), Path.cwd()
+    except NotRegularFileError as exc:
+        return [Problem(f"cannot read the file: it is {exc.kind}, not a regular file")]
     except OSError as exc:
         return [Problem(f"cannot read the file: {exc.strerror or exc}")]
+    except ValueError as exc:
+        return [Problem(f"cannot read the file: {exc}")]
     except TramaError as exc:
         return [Problem.of(exc)]
     return document_problems(data, folder, schema=schema)
