@@ -70,6 +70,52 @@ def test_run_refuses_pickled_inputs(model_file: Path, capsys: pytest.CaptureFixt
     assert "cannot read input 'x'" in capsys.readouterr().err
 
 
+def test_run_refuses_an_input_whose_header_claims_more_than_the_file_holds(
+    model_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 200-byte .npy may claim a [10^6, 10^6] array: refused before anything is allocated."""
+    header = {"descr": "<f8", "fortran_order": False, "shape": (10**6, 10**6)}
+    bomb = model_file.parent / "bomb.npy"
+    with open(bomb, "wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, header)
+        handle.write(b"\0" * 64)
+    assert bomb.stat().st_size < 300
+    assert main(["run", str(model_file), "--runtime", "test:cpu", "--input", f"x={bomb}"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "its header claims 8000000000000 bytes of data, but the file holds 64" in err
+
+
+@pytest.mark.parametrize("what", ["text", "folder"])
+def test_run_refuses_an_input_that_is_no_npy_file(
+    model_file: Path, capsys: pytest.CaptureFixture[str], what: str
+) -> None:
+    path = model_file.parent / "notes.txt"
+    if what == "text":
+        path.write_text("hello")
+    else:
+        path.mkdir()
+    assert main(["run", str(model_file), "--runtime", "test:cpu", "--input", f"x={path}"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert ("not a .npy file" if what == "text" else "it is a folder, not a regular file") in err
+
+
+@pytest.mark.parametrize("target", ["folder", "missing/out.npz"])
+def test_run_reports_an_output_it_cannot_write_in_one_line(
+    model_file: Path, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    x = model_file.parent / "x.npy"
+    output = model_file.parent / target
+    if target == "folder":
+        output.mkdir()
+    assert main(["run", str(model_file), "--runtime", "test:cpu", "--input", f"x={x}", "--output", str(output)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"cannot write the outputs to {str(output)!r}" in err
+    assert "Traceback" not in err
+
+
 def test_profile_table_and_json(model_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     x = model_file.parent / "x.npy"
     assert main(["profile", str(model_file), "--runtime", "test:cpu", "--input", f"x={x}"]) == 0

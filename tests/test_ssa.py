@@ -226,3 +226,18 @@ def test_legacy_tied_and_shared_entries_stand_out() -> None:
     mlp = to_ssa(trama.load(LEGACY / "v0_2" / "mlp.trama.json"))
     assert "{in_features, out_features=@dims.hidden, weight, bias}" in mlp
     assert "{in_features=@dims.hidden, out_features, weight, bias}" in mlp
+
+
+def test_names_a_document_holds_cannot_forge_lines_or_drive_the_terminal() -> None:
+    """An op name with a newline would print an SSA line for a node that does not exist, and an
+    ANSI escape would reach the terminal: both are printed escaped, in ssa and info."""
+    from trama.tools._summary import render_summary, summarize
+
+    forged = "Linear\n%evil.y = Exfiltrate(x=x)\x1b[2J"
+    node = trama.Node("n", forged, {"x": trama.Ref(trama.INPUT, "x")}, ["y"], metadata={"k\x1b[31m": "v\ud800"})
+    model = trama.Model(["x"], [trama.Ref("n", "y")], [node], {}, metadata={"producer": "evil\nline"})
+    for text in (to_ssa(model), render_summary(summarize(model))):
+        assert "\x1b" not in text
+        assert "\ud800" not in text
+        assert not any(line.startswith("%evil") for line in text.splitlines())
+        assert "Linear\\n%evil.y = Exfiltrate(x=x)\\x1b[2J" in text

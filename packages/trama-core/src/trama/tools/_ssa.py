@@ -44,7 +44,7 @@ from trama.format._specs import value_type
 from trama.format._tensor import Tensor
 from trama.version import FORMAT_VERSION
 
-__all__ = ["SHORT_DTYPES", "describe_metadata_value", "format_ref", "format_value_type", "to_ssa"]
+__all__ = ["SHORT_DTYPES", "describe_metadata_value", "format_ref", "format_value_type", "shown", "to_ssa"]
 
 #: Short dtype names for type columns (``f32[16, 8]``), as compilers' IRs write them.
 SHORT_DTYPES = {
@@ -133,15 +133,24 @@ def _metadata_lines(metadata: dict[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
+def shown(text: str) -> str:
+    """``text`` as a listing may print it: every character that is not printable (a newline,
+    an ANSI escape, a lone surrogate) written as its Python escape, so that no name a document
+    holds can forge a line of the review view or drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
+
+
 def describe_metadata_value(value: Any) -> str:
     """A producer/framework entry in a few words: ``{"name": "trama", "version": "0.3.0"}`` reads
     ``trama 0.3.0``; a plain string as itself; anything else as compact JSON."""
     if isinstance(value, dict) and isinstance(value.get("name"), str):
         version = value.get("version")
-        return f"{value['name']} {version}" if isinstance(version, str) else value["name"]
+        return shown(f"{value['name']} {version}" if isinstance(version, str) else value["name"])
     if isinstance(value, str):
-        return value
-    return _elide(json.dumps(value, ensure_ascii=False, sort_keys=True), _VALUE_WIDTH * 2)
+        return shown(value)
+    return shown(_elide(json.dumps(value, ensure_ascii=False, sort_keys=True), _VALUE_WIDTH * 2))
 
 
 def _signature(model: Model) -> str:
@@ -211,7 +220,7 @@ def _model_scope(model: Model, top: list[Node]) -> str:
 
 def _composite_scope(node: Node, children: list[Node]) -> str:
     inputs = ", ".join(node.inputs)
-    title = f"scope {node.id} = {node.op}({inputs}) -> ({', '.join(node.outputs)}):"
+    title = f"scope {node.id} = {shown(node.op)}({inputs}) -> ({', '.join(node.outputs)}):"
     bindings = node.output_bindings or {}
     returns = ", ".join(f"{name}={format_ref(ref)}" for name, ref in bindings.items())
     body = [*_assignments(children), ("return " + returns if returns else "return",)]
@@ -242,7 +251,7 @@ def _targets(node: Node) -> str:
 
 def _expression(node: Node) -> str:
     """``= Linear(x=x)``, or ``= call root.lin(x=x)`` for a calling node."""
-    head = f"call {node.calls}" if node.calls is not None else node.op
+    head = f"call {node.calls}" if node.calls is not None else shown(node.op)
     return f"= {head}({_call_args(node)})"
 
 
@@ -263,13 +272,13 @@ def _notes(node: Node) -> str:
     metadata keys."""
     notes = []
     if node.calls is not None:
-        notes.append(node.op)
+        notes.append(shown(node.op))
     if node.is_composite:
         notes.append(f"scope {node.id}")
     elif not node.outputs:
         notes.append(f"node {node.id}")
     if node.metadata:
-        notes.append("meta: " + ", ".join(sorted(node.metadata)))
+        notes.append("meta: " + ", ".join(shown(key) for key in sorted(node.metadata)))
     return "# " + "; ".join(notes) if notes else ""
 
 

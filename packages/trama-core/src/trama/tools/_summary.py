@@ -17,7 +17,7 @@ from trama.format._dtypes import DTYPE_NAMES
 from trama.format._external import ExternalSource, UnresolvedExternal
 from trama.format._model import Model, Node, ValueFact
 from trama.format._tensor import Tensor
-from trama.tools._ssa import describe_metadata_value, format_ref
+from trama.tools._ssa import describe_metadata_value, format_ref, shown
 from trama.version import FORMAT_VERSION
 
 #: The node metadata key that marks a decomposed framework op (docs/format.md §4.6).
@@ -198,7 +198,7 @@ def render_summary(summary: ModelSummary) -> str:
     rows += _node_rows(summary)
     if summary.decomposed:
         total = sum(summary.decomposed.values())
-        ops = ", ".join(f"{op} ×{count}" for op, count in summary.decomposed.items())
+        ops = ", ".join(f"{shown(op)} ×{count}" for op, count in summary.decomposed.items())
         rows.append(("decomposed", f"{_plural(total, 'node', 'nodes')} ({ops})"))
     rows += _parameter_rows(summary)
     width = max(len(label) for label, _ in rows)
@@ -228,10 +228,11 @@ def _node_rows(summary: ModelSummary) -> list[tuple[str, str]]:
         f"{summary.node_count} ({_plural(summary.leaf_count, 'leaf', 'leaves')}, "
         f"{_plural(summary.composite_count, 'composite', 'composites')}{calls}, depth {summary.depth})"
     )
-    width = max((len(op.op) for op in summary.ops), default=0)
+    width = max((len(shown(op.op)) for op in summary.ops), default=0)
+    count_width = _count_width(summary)
     rows = [("nodes", headline)]
     rows += [
-        ("", f"  {op.op.ljust(width)}  {op.count:>{_count_width(summary)}}{'  composite' if op.composite else ''}")
+        ("", f"  {shown(op.op).ljust(width)}  {op.count:>{count_width}}{'  composite' if op.composite else ''}")
         for op in summary.ops
     ]
     return rows

@@ -23,6 +23,7 @@ import argparse
 import codecs
 import io
 import json
+import math
 import mmap
 import os
 import shutil
@@ -41,7 +42,7 @@ import numpy as np
 from trama.errors import JSONError, TramaError
 from trama.execution._runtime import Runtime
 from trama.extension._plugins import PluginSelection
-from trama.format._files import NotRegularFileError, read_regular
+from trama.format._files import NotRegularFileError, open_regular, read_regular
 from trama.format._jsontext import ParsedText
 from trama.format._model import Model
 from trama.format._problems import Problem, document_problems, schema_violations
@@ -721,10 +722,38 @@ def _read_inputs(specs: list[str]) -> dict[str, np.ndarray]:
         if not sep or not name or not path:
             raise TramaError(f"--input takes NAME=FILE.npy, got {spec!r}")
         try:
-            inputs[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise TramaError(f"cannot read input {name!r} from {path!r}: {exc}") from None
+            inputs[name] = _read_npy(Path(path))
+        except NotRegularFileError as exc:
+            raise TramaError(
+                f"cannot read input {name!r} from {path!r}: it is {exc.kind}, not a regular file"
+            ) from None
+        except OSError as exc:
+            raise TramaError(f"cannot read input {name!r} from {path!r}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise TramaError(f"cannot read input {name!r} from {path!a}: {exc}") from None
     return inputs
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    """A ``.npy`` file's array, its header checked against the file's size before anything is
+    allocated (a 200-byte file may claim a [10^6, 10^6] array), never unpickled."""
+    fd, size = open_regular(path)
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            version = np.lib.format.read_magic(handle)
+            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, dtype = reader(handle)
+        except ValueError as exc:
+            raise ValueError(f"not a .npy file ({exc})") from None
+        if dtype.hasobject:
+            raise ValueError("the array holds Python objects, which would have to be unpickled")
+        needed = math.prod(shape) * dtype.itemsize
+        available = size - handle.tell()
+        if needed > available:
+            raise ValueError(f"its header claims {needed} bytes of data, but the file holds {available}")
+        handle.seek(0)
+        array: np.ndarray = np.load(handle, allow_pickle=False)
+    return array
 
 
 def _run_run(args: argparse.Namespace) -> int:
@@ -738,8 +767,13 @@ def _run_run(args: argparse.Namespace) -> int:
         from trama.format._serialization import atomic_file
 
         savez: Any = np.savez  # its stub types **arrays as its own keyword flags
-        with atomic_file(args.output) as handle:
-            savez(handle, **arrays)
+        try:
+            with atomic_file(args.output) as handle:
+                savez(handle, **arrays)
+        except (OSError, TramaError) as exc:
+            reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else _one_line(exc)
+            print(f"{args.file}: cannot write the outputs to {str(args.output)!r}: {reason}", file=sys.stderr)
+            return EXIT_INVALID
         print(f"wrote {len(arrays)} output(s) to {args.output}")
         return EXIT_OK
     for name, array in arrays.items():
