@@ -763,3 +763,50 @@ def test_the_command_line_validates_and_describes_calls(tmp_path: Any, capsys: p
     assert capsys.readouterr().out == (
         f"{path}: /nodes/{where}/calls (node 'root.again'): calls unknown node 'root.ghost'\n"
     )
+
+
+# --- Expansion bombs ---------------------------------------------------------------------------
+
+
+def _doubling(levels: int) -> Model:
+    """Block k calls block k − 1 twice: 2 nodes per level, 2^levels leaves once expanded."""
+    x = Ref(INPUT, "x")
+    nodes = [
+        Node("b0", "Graph", {"x": x}, ["y"], output_bindings={"y": Ref("b0.r", "y")}),
+        Node("b0.r", "relu", {"x": x}, ["y"]),
+    ]
+    for k in range(1, levels + 1):
+        block = f"b{k}"
+        nodes.append(Node(block, "Graph", {"x": x}, ["y"], output_bindings={"y": Ref(f"{block}.c1", "y")}))
+        nodes.append(Node(f"{block}.c0", "Graph", {"x": x}, ["y"], calls=f"b{k - 1}"))
+        nodes.append(Node(f"{block}.c1", "Graph", {"x": Ref(f"{block}.c0", "y")}, ["y"], calls=f"b{k - 1}"))
+    return Model(["x"], [Ref(f"b{levels}", "y")], nodes, {})
+
+
+def test_the_expansion_is_counted_without_expanding() -> None:
+    from trama.format._calls import expand_calls, expanded_size
+
+    for levels in range(5):
+        model = _doubling(levels)
+        assert expanded_size(model.nodes) == len(expand_calls(model)[0])
+    # a composite and a call of it side by side in one scope: no false cycle
+    x = Ref(INPUT, "x")
+    side = [
+        Node("p", "Graph", {"x": x}, ["y"], output_bindings={"y": Ref("p.again", "y")}),
+        Node("p.inner", "Graph", {"x": x}, ["y"], output_bindings={"y": Ref("p.inner.r", "y")}),
+        Node("p.inner.r", "relu", {"x": x}, ["y"]),
+        Node("p.again", "Graph", {"x": Ref("p.inner", "y")}, ["y"], calls="p.inner"),
+    ]
+    model = Model(["x"], [Ref("p", "y")], side, {})
+    assert expanded_size(model.nodes) == len(expand_calls(model)[0]) == 5
+    # b_k expands to 3 * 2^k - 1 nodes, and every block is a top-level node: counted, never built
+    assert expanded_size(_doubling(40).nodes) == sum(3 * 2**k - 1 for k in range(41))
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "torch:cpu", "jax:cpu"])
+def test_a_model_whose_calls_expand_past_the_limit_is_refused_before_anything_is_built(runtime: str) -> None:
+    bomb = _doubling(40)  # a few KB; 2^40 leaves
+    trama.validate(bomb)  # valid: the format does not bound it
+    with pytest.raises(trama.ValidationError, match=r"expanding its calls would make \d+ nodes, more than"):
+        trama.runtime_for_name(runtime).prepare(bomb)
+    assert trama.runtime_for_name(runtime).prepare(_doubling(3)) is not None  # the same shape, small, runs

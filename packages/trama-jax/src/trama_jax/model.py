@@ -54,6 +54,7 @@ from trama import (
 )
 from trama.conversion import ExportContext, build_node
 from trama.format import INPUT, OpRegistry, children_by_parent
+from trama.format._calls import check_expansion
 from trama_jax._registry import implements
 from trama_jax.kernel import JaxKernel
 
@@ -406,6 +407,7 @@ def build(model: Model, registry: OpRegistry | None = None) -> JaxProgram:
         from trama.extension import registry as discovered
 
         registry = discovered("jax")
+    check_expansion(model.nodes)  # tracing unrolls every call: the expansion is the cost
     children_of = children_by_parent(model.nodes)
     by_id = {node.id: node for node in model.nodes}
     built: dict[str, JaxModule] = {}

@@ -7,6 +7,7 @@ from typing import Any
 
 from trama.catalog._checkers import checking
 from trama.errors import ImportModelError, RegistryError, TramaError
+from trama.format._calls import check_expansion
 from trama.format._model import Model, Node, Parameter, children_by_parent
 from trama.format._specs import OpRegistry, OpSpec
 from trama.format._validation import validate
@@ -57,6 +58,7 @@ def import_model(model: Model, *, registry: OpRegistry | None = None) -> Any:
 
         registry = discovered(_framework_of(model))
     validate(model, registry)
+    check_expansion(model.nodes)  # a model used twice runs twice: the expansion is the cost
     table: dict[str, Parameter] = model.parameters
     children_of = children_by_parent(model.nodes)
     built: dict[str, Any] = {}

@@ -24,7 +24,12 @@ from collections.abc import Iterable, Sequence
 from trama.errors import ValidationError
 from trama.format._model import INPUT, Model, Node, Ref, children_by_parent, parent_of
 
-__all__ = ["call_cycle", "expand_calls"]
+__all__ = ["MAX_EXPANDED_NODES", "call_cycle", "check_expansion", "expand_calls", "expanded_size"]
+
+#: The most nodes a model may have once its calls are expanded, for running it: a 20 KB
+#: document whose block k calls block k − 1 twice would otherwise ask for 2^40 nodes. Real
+#: models stay far below (a 24-layer encoder expands to a few thousand).
+MAX_EXPANDED_NODES = 1_000_000
 
 
 def expand_calls(model: Model) -> tuple[list[Node], dict[str, str]]:
@@ -46,6 +51,7 @@ def expand_calls(model: Model) -> tuple[list[Node], dict[str, str]]:
     nodes = model.nodes
     if not any(node.calls is not None for node in nodes):
         return list(nodes), {}
+    check_expansion(nodes)
     by_id = {node.id: node for node in nodes}
     children = children_by_parent(nodes)
     expanded: list[Node] = []
@@ -67,6 +73,56 @@ def expand_calls(model: Model) -> tuple[list[Node], dict[str, str]]:
         copies = [(_moved(d, target.id, node.id), d.id, inside) for d in _descendants(target.id, children)]
         work.extend(reversed(copies))
     return expanded, origin
+
+
+def check_expansion(nodes: Sequence[Node]) -> None:
+    """Refuse, before anything is built, a model whose calls expand past
+    :data:`MAX_EXPANDED_NODES`: running it (and tracing it, for JAX) costs in proportion to the
+    expansion, not to the document."""
+    if not any(node.calls is not None for node in nodes):
+        return
+    size = expanded_size(nodes)
+    if size is not None and size > MAX_EXPANDED_NODES:
+        raise ValidationError(
+            f"expanding its calls would make {size} nodes, more than trama's limit of {MAX_EXPANDED_NODES} "
+            "(calls of calls multiply; docs/format.md, section 4.6)"
+        )
+
+
+def expanded_size(nodes: Sequence[Node]) -> int | None:
+    """How many nodes ``nodes`` make once every call is expanded, counted without expanding
+    (each subtree's size once, a call counting its target's): ``None`` where a call is broken or
+    the calls form a cycle, which :func:`expand_calls` then reports. Iterative, so a deep tree
+    costs no recursion."""
+    by_id = {node.id: node for node in nodes}
+    children = children_by_parent(nodes)
+    sizes: dict[str, int] = {}
+    for top in children.get(None, []):
+        stack: list[tuple[str, bool]] = [(top.id, False)]
+        path: set[str] = set()  # visited, not finished: the current chain of dependencies
+        while stack:
+            node_id, finished = stack.pop()
+            node = by_id[node_id]
+            if node.calls is not None:
+                target = by_id.get(node.calls)
+                if target is None or target.calls is not None:
+                    return None
+                needed = [target.id]
+            else:
+                needed = [child.id for child in children.get(node_id, [])]
+            if finished:
+                path.discard(node_id)
+                own = 0 if node.calls is not None else 1  # a call is its target's copy
+                sizes[node_id] = own + sum(sizes[each] for each in needed)
+                continue
+            if node_id in sizes:
+                continue
+            if node_id in path:
+                return None  # a cycle
+            path.add(node_id)
+            stack.append((node_id, True))
+            stack.extend((each, False) for each in needed if each not in sizes)
+    return sum(sizes.get(top.id, 0) for top in children.get(None, []))
 
 
 def call_cycle(nodes: Sequence[Node]) -> list[Node] | None:
