@@ -812,6 +812,24 @@ def _mutated(node: fx.Node) -> fx.Node | None:
     return None
 
 
+def aliases(start: fx.Node) -> set[fx.Node]:
+    """``start`` and every node that shares its storage from it on: views of it, in-place ops
+    writing into it (whose result is the same tensor), and so on from those."""
+    found: set[fx.Node] = set()
+    pending = [start]
+    while pending:
+        current = pending.pop()
+        if current in found:
+            continue
+        found.add(current)
+        pending.extend(
+            user
+            for user in current.users
+            if user.op == "call_function" and (user.target in VIEWS or _mutated(user) is current)
+        )
+    return found
+
+
 def inplace_hazard(node: fx.Node) -> str | None:
     """Why the in-place op ``node`` cannot be written as its pure form, or ``None`` when it can.
 
@@ -832,32 +850,10 @@ def inplace_hazard(node: fx.Node) -> str | None:
             base = written
         else:
             break
-    storage: set[fx.Node] = set()
-    pending = [base]
-    while pending:
-        current = pending.pop()
-        if current in storage:
-            continue
-        storage.add(current)
-        pending.extend(
-            user
-            for user in current.users
-            if user.op == "call_function" and (user.target in VIEWS or _mutated(user) is current)
-        )
+    storage = aliases(base)
     # What is taken from the op's own result (a view of it, a further in-place op on it) is
     # computed from the pure form's value: reading those is fine.
-    derived: set[fx.Node] = set()
-    pending = [node]
-    while pending:
-        current = pending.pop()
-        if current in derived:
-            continue
-        derived.add(current)
-        pending.extend(
-            user
-            for user in current.users
-            if user.op == "call_function" and (user.target in VIEWS or _mutated(user) is current)
-        )
+    derived = aliases(node)
     order = {each: index for index, each in enumerate(node.graph.nodes)}
     position = order[node]
     for member in sorted(storage - derived, key=order.__getitem__):

@@ -1039,21 +1039,10 @@ class _Level:
         order = {each: index for index, each in enumerate(node.graph.nodes)}
         here = order[node]
         allowed = {base, *chain, node}
-        pending, seen = [base], set()
-        while pending:
-            current = pending.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            if current not in allowed and order[current] < here and any(order[u] > here for u in current.users):
-                return False
-            for user in current.users:
-                aliases = user.op == "call_function" and (
-                    user.target in aten.VIEWS or aten.mutated_argument(user) is current
-                )
-                if aliases:
-                    pending.append(user)
-        return True
+        return not any(
+            member not in allowed and order[member] < here and any(order[user] > here for user in member.users)
+            for member in aten.aliases(base)
+        )
 
     def _current(self, unit: Unit, node: fx.Node) -> Any:
         """The value of ``node`` in this level now (at ``unit``'s place)."""
