@@ -265,7 +265,7 @@ def test_an_adapter_that_fails_is_reported_and_the_factories_stay_usable() -> No
         registry = host.registry("acme-fw")
     assert registry["acme.Scale"].factory is not None
     (info,) = [info for info in host.plugins() if info.distribution == "trama-fw"]
-    assert "a factory adapter failed: RuntimeError: adapter bug" in info.errors
+    assert "trama_factory_adapters for 'acme-fw': a factory adapter failed: RuntimeError: adapter bug" in info.errors
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ exactly what is "installed".
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -137,19 +138,32 @@ def test_a_plugin_that_fails_to_import_is_reported_and_the_others_still_load() -
     assert "trama_op_specs" in infos["trama-acme"].hooks
 
 
-def test_two_distributions_specifying_one_op_differently_is_an_error_naming_both() -> None:
+def test_two_distributions_specifying_one_op_differently_leave_that_op_out_and_nothing_else() -> None:
     host = PluginHost(
         [
             FakeEntryPoint("acme", "trama-acme", acme_plugin(owner=False)),  # nobody owns 'acme'
             FakeEntryPoint("other", "trama-other", acme_plugin(scale_spec(factor_type="int"), owner=False)),
-        ],
-        include_core=False,
+        ]
     )
-    with pytest.raises(RegistryError, match=r"'acme.Scale' is specified differently by 'trama-acme' and 'trama-other'"):
-        host.registry(None)
+    conflict = r"op 'acme.Scale' is specified differently by 'trama-acme' and 'trama-other'"
+    with pytest.warns(PluginLoadWarning, match=conflict):
+        neutral = host.registry(None)
+    assert "acme.Scale" not in neutral  # neither spec is guessed to be the right one
+    assert "Linear" in neutral  # everything else is there
+    with pytest.raises(RegistryError, match=conflict):
+        neutral["acme.Scale"]  # the registry says why the op is missing, and so does validation
+    document = trama.Model(
+        ["x"], [trama.Ref("s", "y")], [trama.Node("s", "acme.Scale", {"x": trama.Ref(trama.INPUT, "x")}, ["y"])], {}
+    )
+    assert any(re.search(conflict, error.message) for error in trama.collect_errors(document, neutral))
+    numpy_registry = host.registry("numpy")  # their implementations of the op are dropped silently
+    assert "acme.Scale" not in numpy_registry
+    infos = {info.distribution: info for info in host.plugins()}
+    for distribution in ("trama-acme", "trama-other"):
+        assert any(re.search(conflict, error) for error in infos[distribution].errors)
 
 
-def test_two_distributions_agreeing_on_a_spec_is_fine() -> None:
+def test_two_distributions_implementing_one_op_for_a_framework_make_only_that_op_unbuildable() -> None:
     host = PluginHost(
         [
             FakeEntryPoint("acme", "trama-acme", acme_plugin(owner=False)),
@@ -157,9 +171,15 @@ def test_two_distributions_agreeing_on_a_spec_is_fine() -> None:
         ],
         include_core=False,
     )
-    with pytest.raises(RegistryError, match="implemented for numpy by both 'trama-acme' and 'trama-again'"):
-        host.registry("numpy")  # the spec agrees, but two factories for one op is ambiguous
-    assert "acme.Scale" in host.registry(None)
+    assert "acme.Scale" in host.registry(None)  # the specs agree
+    both = "implemented for numpy by both 'trama-acme' and 'trama-again'"
+    with pytest.warns(PluginLoadWarning, match=both):
+        numpy_registry = host.registry("numpy")  # two factories for one op is ambiguous...
+    model = trama.export_model(Scale(2.0), inputs=["x"], outputs=["y"], registry=numpy_registry)
+    with pytest.raises(RegistryError, match=both) as caught:
+        trama.import_model(model, registry=numpy_registry)  # ...so building that op says so
+    assert caught.value.node_id == "root"
+    assert host.coverage() == {"numpy": frozenset()}  # and no framework claims it
 
 
 def test_third_party_names_must_be_namespaced() -> None:
@@ -167,7 +187,7 @@ def test_third_party_names_must_be_namespaced() -> None:
     host = PluginHost([FakeEntryPoint("acme", "trama-acme", plugin)], include_core=False)
     with pytest.warns(PluginLoadWarning, match="op 'Scale' refused: names without a namespace belong to"):
         assert "Scale" not in host.registry(None)
-    with pytest.warns(PluginLoadWarning, match="implements 'acme.Scale' for numpy, but no plugin specifies that op"):
+    with pytest.warns(PluginLoadWarning, match="numpy': implements 'acme.Scale', but no plugin specifies that op"):
         (info,) = host.plugins()
     assert any("'Scale' refused" in error for error in info.errors)
 
@@ -183,7 +203,10 @@ def test_an_implementation_without_a_spec_is_reported() -> None:
 
     plugin = SimpleNamespace(trama_frameworks=trama_frameworks, trama_op_implementations=trama_op_implementations)
     host = PluginHost([FakeEntryPoint("ghost", "trama-ghost", plugin)], include_core=False)
-    with pytest.warns(PluginLoadWarning, match="implements 'ghost.Op' for numpy, but no plugin specifies that op"):
+    with pytest.warns(
+        PluginLoadWarning,
+        match="trama_op_implementations for 'numpy': implements 'ghost.Op', but no plugin specifies that op",
+    ):
         assert "ghost.Op" not in host.registry("numpy")
 
 
@@ -330,7 +353,8 @@ def test_trama_plugins_reports_conflicting_specs_instead_of_crashing(
     )
     assert main(["plugins"]) == 1
     out = capsys.readouterr().out
-    assert "error: op 'acme.Scale' is specified differently by 'trama-acme' and 'trama-other'" in out
+    conflict = "error: trama_op_specs: op 'acme.Scale' is specified differently by 'trama-acme' and 'trama-other'"
+    assert out.count(conflict) == 2  # under each of the two
 
 
 def test_ops_in_a_namespace_belong_to_its_owner() -> None:

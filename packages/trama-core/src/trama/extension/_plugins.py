@@ -6,10 +6,21 @@ plugin manager, and :func:`registry` merges what the plugins say for one framewo
 own standard catalog is a plugin like any other (registered directly, so it works from a source
 tree too).
 
-Loading is forgiving where it can be and strict where guessing would be wrong: a plugin that
-fails to import is reported (with its distribution and the reason) and the others still load;
-two distributions that give one op name different specifications, or implement one op twice for
-a framework, make :func:`registry` fail with an error naming both.
+One broken plugin never takes the others down. Whatever goes wrong with a plugin is recorded
+against its distribution (``trama plugins`` lists it, and it is raised as a
+:class:`PluginLoadWarning`), and only what is wrong is left out:
+
+* a plugin that fails to import or to register contributes nothing;
+* a hook that raises, or returns something that is not what the hook returns (an ``int`` where
+  a list of specs goes, a generator that fails half way, more than
+  :data:`~trama.extension._contracts.MAX_HOOK_ITEMS` items), contributes nothing from that call;
+* an item of a well-formed return value that breaks the contract (a spec that is not an
+  :class:`OpSpec` or has bad names, a factory that is not callable, a spec in a namespace that
+  another distribution owns) is dropped alone, and the rest of that return value still counts.
+
+Two distributions that give one op different specifications, or implement one op twice for one
+framework, cannot be told apart by guessing: that op is left out (no spec, or a factory that says
+why when a node of it is built) and reported under both, and every other op keeps working.
 
 The environment variable ``TRAMA_PLUGINS`` restricts which entry points are loaded (as llm's
 ``LLM_LOAD_PLUGINS`` does): unset, every one; set, a comma-separated allowlist of entry-point or
@@ -25,7 +36,8 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -34,6 +46,22 @@ import pluggy
 
 from trama.errors import RegistryError
 from trama.extension import hookspecs
+from trama.extension._contracts import (
+    ContractError,
+    checked_callable,
+    checked_factory,
+    checked_framework,
+    checked_op_name,
+    checked_opset_version,
+    checked_runtime,
+    checked_spec,
+    clean_message,
+    describe_exception,
+    mapping_pairs,
+    sequence_items,
+    type_name,
+)
+from trama.format._names import shown_name
 from trama.format._specs import OpRegistry, OpSpec, op_namespace
 
 __all__ = [
@@ -63,6 +91,9 @@ CORE_DISTRIBUTION = "trama"
 #: The standard catalog's plugin module, loaded by name like any entry point's (the catalog
 #: is a layer above this one).
 CORE_PLUGIN = "trama.catalog.plugin"
+#: What a plugin is allowed to raise without taking the process down: any error, and
+#: ``SystemExit`` (a plugin module that calls ``sys.exit()``). ``KeyboardInterrupt`` still stops.
+_PLUGIN_FAILURES = (Exception, SystemExit)
 
 
 class PluginLoadWarning(UserWarning):
@@ -71,7 +102,8 @@ class PluginLoadWarning(UserWarning):
 
 @dataclass(frozen=True, slots=True)
 class PluginInfo:
-    """What ``trama plugins`` shows for one plugin."""
+    """What ``trama plugins`` shows for one plugin. Each error names the hook it comes from
+    (``trama_op_specs: item 2 refused: ...``), except those found while loading the plugin."""
 
     name: str
     distribution: str
@@ -119,6 +151,65 @@ class _Plugin:
     module: Any = None
     errors: list[str] = field(default_factory=list)
 
+    def report(self, problem: str) -> None:
+        """Record a problem against this plugin (once) and warn about it."""
+        problem = clean_message(problem)
+        if problem not in self.errors:
+            self.errors.append(problem)
+            _warn(self, problem)
+
+
+class _Refused:
+    """The marker of an item that failed its check (``None`` may be a valid value)."""
+
+
+_REFUSED = _Refused()
+
+
+class _AmbiguousFactory:
+    """Stands for the factory of an op that two distributions implement for one framework:
+    building a node of it says so, while every other op of that framework still builds."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __call__(self, node: Any, *, children: Mapping[str, Any], parameters: Mapping[str, Any]) -> Any:
+        raise RegistryError(self.message, node_id=getattr(node, "id", None))
+
+    def __repr__(self) -> str:
+        return f"<no factory: {self.message}>"
+
+
+class _DiscoveredRegistry(OpRegistry):
+    """A registry built from the plugins, which knows why an op it lacks was left out (two
+    distributions disagreed on its spec), so that an unknown op says that rather than "unknown"."""
+
+    def __init__(self, specs: Iterable[OpSpec], *, framework: str | None, left_out: Mapping[str, str]) -> None:
+        super().__init__(specs, framework=framework)
+        self._left_out = dict(left_out)
+
+    def unknown_op_message(self, name: str) -> str:
+        why = self._left_out.get(name)
+        return why if why is not None else super().unknown_op_message(name)
+
+
+def _listed(names: Iterable[str], *, both: bool = False) -> str:
+    """``'a' and 'b'`` (``both 'a' and 'b'``), or ``'a', 'b' and 'c'``."""
+    quoted = [repr(name) for name in dict.fromkeys(names)]
+    if len(quoted) == 2:
+        return f"{'both ' if both else ''}{quoted[0]} and {quoted[1]}"
+    return f"{', '.join(quoted[:-1])} and {quoted[-1]}" if len(quoted) > 1 else "".join(quoted)
+
+
+def _origins(plugins: list[_Plugin]) -> list[str]:
+    """The distributions of ``plugins``, or their entry points when one distribution is all."""
+    distributions = list(dict.fromkeys(plugin.distribution for plugin in plugins))
+    if len(distributions) > 1:
+        return distributions
+    return [f"{plugin.distribution} ({plugin.name})" for plugin in plugins]
+
 
 class PluginHost:
     """One plugin manager and everything derived from it, computed once and cached.
@@ -140,11 +231,13 @@ class PluginHost:
         self._plugins: list[_Plugin] = []
         self._registries: dict[str | None, OpRegistry] = {}
         self._specs: dict[str, tuple[OpSpec, str]] | None = None
+        #: Ops no registry has, and why (two distributions gave them different specs).
+        self._left_out: dict[str, str] = {}
         self._frameworks: list[str] | None = None
         self._opsets: dict[str, int] | None = None
         self._namespace_owners: dict[str, str] = {}
-        self._conflicts: set[str] = set()  # registry-wide errors, kept for `trama plugins`
-        self._spec_error: RegistryError | None = None
+        self._runtimes: list[Any] | None = None
+        self._collecting: set[str] = set()
         self._lock = threading.RLock()
         if include_core:
             core_plugin = importlib.import_module(CORE_PLUGIN)
@@ -166,12 +259,12 @@ class PluginHost:
         matched: set[str] = set()
         skipped: list[tuple[str, str]] = []
         for entry in entries:
-            names = {_normalized(entry.name), _normalized(_distribution_name(entry))} & wanted
+            names = {_normalized(_entry_name(entry)), _normalized(_distribution_name(entry))} & wanted
             if names:
                 matched |= names
                 self._load(entry)
             else:
-                skipped.append((entry.name, _distribution_name(entry)))
+                skipped.append((_entry_name(entry), _distribution_name(entry)))
         unmatched = tuple(name for name in allowed if _normalized(name) not in matched)
         return PluginSelection(allowed, tuple(skipped), unmatched)
 
@@ -180,147 +273,261 @@ class PluginHost:
         return self._selection
 
     def _load(self, entry: Any) -> None:
-        dist = getattr(entry, "dist", None)
-        version = dist.version if dist is not None else "?"
-        plugin = _Plugin(entry.name, _distribution_name(entry), version)
+        plugin = _Plugin(_entry_name(entry), _distribution_name(entry), _distribution_version(entry))
+        if isinstance(entry, _UnreadableEntryPoints):
+            plugin.report(f"its entry points could not be read: {entry.reason}; nothing of it is loaded")
+            self._plugins.append(plugin)
+            return
         try:
             plugin.module = entry.load()
-        except Exception as exc:  # a broken plugin must not take the others down
-            plugin.errors.append(f"import failed: {type(exc).__name__}: {exc}")
+        except _PLUGIN_FAILURES as exc:  # a broken plugin must not take the others down
+            plugin.report(f"import failed: {describe_exception(exc)}")
             self._plugins.append(plugin)
-            _warn(plugin, plugin.errors[-1])
             return
         self._add(plugin)
 
     def _add(self, plugin: _Plugin) -> None:
         try:
             self._manager.register(plugin.module, name=f"{plugin.distribution}:{plugin.name}")
-        except Exception as exc:  # pluggy refuses malformed hook implementations
-            plugin.errors.append(f"registration failed: {type(exc).__name__}: {exc}")
-            _warn(plugin, plugin.errors[-1])
+        except _PLUGIN_FAILURES as exc:  # pluggy refuses malformed hook implementations
+            plugin.report(f"registration failed: {describe_exception(exc)}")
         else:
-            unknown = sorted(set(self._hook_names(plugin)) - _HOOK_NAMES)
+            names = set(self._hook_names(plugin))
+            unknown = sorted(names - _HOOK_NAMES)
             if unknown:  # most likely a misspelling, which would otherwise be silently ignored
-                plugin.errors.append(f"implements unknown hook(s) {unknown}; the hooks are {sorted(_HOOK_NAMES)}")
-                _warn(plugin, plugin.errors[-1])
+                plugin.report(f"implements unknown hook(s) {unknown}; the hooks are {sorted(_HOOK_NAMES)}")
+            wrappers = sorted(hook for hook, impl in self._hook_impls(plugin) if impl.hookwrapper or impl.wrapper)
+            if wrappers:
+                plugin.report(
+                    f"hook wrapper(s) {wrappers} refused: trama asks each plugin's hooks itself, so a wrapper "
+                    "would never see the call; mark the function with a plain @hookimpl"
+                )
+            if not names:
+                plugin.report(
+                    f"implements no hook: the entry point names {type_name(plugin.module)}, which has no "
+                    f"function marked with @hookimpl named after one of {sorted(_HOOK_NAMES)}"
+                )
         self._plugins.append(plugin)
 
-    def _hook_names(self, plugin: _Plugin) -> list[str]:
-        if plugin.module is None or not self._manager.is_registered(plugin.module):
+    def _hook_impls(self, plugin: _Plugin) -> list[tuple[str, Any]]:
+        """The pluggy hook implementations registered for ``plugin``, with their hooks' names."""
+        if plugin.module is None:
             return []
-        return [impl.name for impl in (self._manager.get_hookcallers(plugin.module) or [])] + [
-            name
-            for name in dir(plugin.module)
-            if name.startswith("trama_") and self._manager.parse_hookimpl_opts(plugin.module, name) is not None
-        ]
+        try:
+            if not self._manager.is_registered(plugin.module):
+                return []
+            return [
+                (caller.name, impl)
+                for caller in self._manager.get_hookcallers(plugin.module) or []
+                for impl in caller.get_hookimpls()
+                if impl.plugin is plugin.module
+            ]
+        except _PLUGIN_FAILURES:  # an object whose attributes fail when pluggy looks at them
+            return []
 
-    def _call(self, plugin: _Plugin, hook: str, **kwargs: Any) -> Any:
-        """Call one plugin's implementation of ``hook``; ``None`` if it has none or it failed."""
+    def _hook_names(self, plugin: _Plugin) -> list[str]:
+        if plugin.module is None:
+            return []
+        try:
+            if not self._manager.is_registered(plugin.module):
+                return []
+            return [caller.name for caller in (self._manager.get_hookcallers(plugin.module) or [])] + [
+                name
+                for name in dir(plugin.module)
+                if name.startswith("trama_") and self._manager.parse_hookimpl_opts(plugin.module, name) is not None
+            ]
+        except _PLUGIN_FAILURES:
+            return []
+
+    def _impl(self, plugin: _Plugin, hook: str) -> Any:
+        """``plugin``'s implementation of ``hook`` (wrappers never count), or ``None``."""
         if plugin.module is None or not self._manager.is_registered(plugin.module):
             return None
         for impl in getattr(self._manager.hook, hook).get_hookimpls():
-            if impl.plugin is plugin.module:
-                try:
-                    return impl.function(**kwargs)
-                except Exception as exc:
-                    plugin.errors.append(f"{hook} failed: {type(exc).__name__}: {exc}")
-                    _warn(plugin, plugin.errors[-1])
-                    return None
+            if impl.plugin is plugin.module and not (impl.hookwrapper or impl.wrapper):
+                return impl
         return None
+
+    def _ask(
+        self,
+        plugin: _Plugin,
+        hook: str,
+        read: Callable[[object, str], list[Any]],
+        expected: str,
+        *,
+        framework: str | None = None,
+    ) -> list[Any]:
+        """Call one plugin's implementation of ``hook`` and read what it returned with ``read``
+        (:func:`sequence_items` or :func:`mapping_pairs`): its items, or none when the plugin
+        has no such hook, the call failed, or what it returned is not ``expected`` (reported).
+        ``None`` says "nothing for this framework" only from the hooks that take a framework."""
+        impl = self._impl(plugin, hook)
+        if impl is None:
+            return []
+        where = hook if framework is None else f"{hook} for {framework!r}"
+        kwargs = {"framework": framework} if "framework" in impl.argnames else {}
+        try:
+            value = impl.function(**kwargs)
+        except _PLUGIN_FAILURES as exc:
+            plugin.report(f"{where} failed: {describe_exception(exc)}")
+            return []
+        if value is None and framework is not None:
+            return []
+        try:
+            return read(value, expected)
+        except ContractError as exc:
+            plugin.report(f"{where} {exc}; nothing it returned is used")
+        except _PLUGIN_FAILURES as exc:  # a generator or a mapping that fails while it is read
+            plugin.report(
+                f"{where} returned {type_name(value)}, which failed while read: {describe_exception(exc)}; "
+                "nothing it returned is used"
+            )
+        return []
+
+    @staticmethod
+    def _checked(plugin: _Plugin, where: str, what: str, check: Callable[[Any], Any], value: Any) -> Any:
+        """``check(value)``, or :data:`_REFUSED` after reporting why the item is left out."""
+        try:
+            return check(value)
+        except ContractError as exc:
+            plugin.report(f"{where}: {what} refused: {exc}")
+        except _PLUGIN_FAILURES as exc:  # the item's own code failed while it was looked at
+            plugin.report(f"{where}: {what} refused: looking at it raised {describe_exception(exc)}")
+        return _REFUSED
+
+    @contextmanager
+    def _collecting_once(self, what: str) -> Iterator[None]:
+        """Guard against a hook that asks for what its own answer is being collected for
+        (``trama.registry()`` inside ``trama_op_specs``): that call fails, naming the cause,
+        instead of recursing without end."""
+        if what in self._collecting:
+            raise RegistryError(
+                f"a plugin hook asked for the {what} while trama was collecting them from the plugins; "
+                "hooks must not use trama.registry() or the plugin host"
+            )
+        self._collecting.add(what)
+        try:
+            yield
+        finally:
+            self._collecting.discard(what)
 
     def plugins(self) -> list[PluginInfo]:
         """Every plugin with the hooks it implements and any error, in load order."""
-        # Exercise every hook once, so that what each plugin got wrong is in its errors.
-        for framework in (None, *self.frameworks()):
-            try:
+        with self._lock:
+            # Exercise every hook once, so that what each plugin got wrong is in its errors.
+            for framework in (None, *self.frameworks()):
                 self.registry(framework)
-            except RegistryError as exc:
-                self._conflicts.add(str(exc.message))
-        infos = []
-        for plugin in self._plugins:
-            hooks = tuple(sorted(set(self._hook_names(plugin)) & _HOOK_NAMES))
-            errors = list(plugin.errors)
-            errors.extend(c for c in sorted(self._conflicts) if repr(plugin.distribution) in c)
-            infos.append(PluginInfo(plugin.name, plugin.distribution, plugin.version, hooks, tuple(errors)))
-        return infos
+            self.runtimes()
+            return [
+                PluginInfo(
+                    plugin.name,
+                    plugin.distribution,
+                    plugin.version,
+                    tuple(sorted(set(self._hook_names(plugin)) & _HOOK_NAMES)),
+                    tuple(plugin.errors),
+                )
+                for plugin in self._plugins
+            ]
 
     def frameworks(self) -> list[str]:
         """Every framework some plugin implements ops for, sorted."""
-        if self._frameworks is None:
-            names: set[str] = set()
-            for plugin in self._plugins:
-                names.update(self._call(plugin, "trama_frameworks") or ())
-            self._frameworks = sorted(names)
-        return list(self._frameworks)
+        with self._lock:
+            if self._frameworks is None:
+                with self._collecting_once("frameworks"):
+                    names: set[str] = set()
+                    for plugin in self._plugins:
+                        for index, item in enumerate(
+                            self._ask(plugin, "trama_frameworks", sequence_items, "a sequence of framework names")
+                        ):
+                            name = self._checked(plugin, "trama_frameworks", f"item {index}", checked_framework, item)
+                            if name is not _REFUSED:
+                                names.add(name)
+                    self._frameworks = sorted(names)
+            return list(self._frameworks)
 
     def opsets(self) -> dict[str, int]:
         """Opset versions by namespace. A namespace belongs to one distribution: a second one
         declaring it (the catalog's ``trama`` included) is refused and reported."""
-        if self._opsets is None:
-            versions: dict[str, int] = {}
-            owners: dict[str, str] = {}
-            for plugin in self._plugins:
-                for namespace, version in (self._call(plugin, "trama_opsets") or {}).items():
-                    owner = owners.get(namespace, plugin.distribution)
-                    if owner != plugin.distribution:
-                        plugin.errors.append(f"opset {namespace!r} refused: it belongs to {owner!r}")
-                        _warn(plugin, plugin.errors[-1])
-                    elif type(version) is not int or version < 1:
-                        plugin.errors.append(f"opset {namespace!r} refused: version {version!r} is not a positive int")
-                        _warn(plugin, plugin.errors[-1])
-                    else:
-                        owners[namespace] = plugin.distribution
-                        versions[namespace] = version
-            self._opsets = versions
-            self._namespace_owners = owners
-        return dict(self._opsets)
+        with self._lock:
+            if self._opsets is None:
+                with self._collecting_once("opsets"):
+                    self._opsets, self._namespace_owners = self._collect_opsets()
+            return dict(self._opsets)
+
+    def _collect_opsets(self) -> tuple[dict[str, int], dict[str, str]]:
+        versions: dict[str, int] = {}
+        owners: dict[str, str] = {}
+        hook = "trama_opsets"
+        for plugin in self._plugins:
+            for key, version in self._ask(plugin, hook, mapping_pairs, "a mapping of namespaces to opset versions"):
+                namespace = self._checked(
+                    plugin, hook, f"key {shown_name(key)}", lambda k: checked_op_name(k, "namespace"), key
+                )
+                if namespace is _REFUSED:
+                    continue
+                owner = owners.get(namespace, plugin.distribution)
+                if owner != plugin.distribution:
+                    plugin.report(f"{hook}: opset {namespace!r} refused: it belongs to {owner!r}")
+                    continue
+                version = self._checked(plugin, hook, f"opset {namespace!r}", checked_opset_version, version)
+                if version is not _REFUSED:
+                    owners[namespace] = plugin.distribution
+                    versions[namespace] = version
+        return versions, owners
 
     def _all_specs(self) -> dict[str, tuple[OpSpec, str]]:
         """Every plugin's specs by name, with the distribution that gave each."""
-        if self._spec_error is not None:  # collected once: its hooks are not called again
-            raise self._spec_error
-        if self._specs is None:
-            try:
-                self._specs = self._collect_specs()
-            except RegistryError as exc:
-                self._spec_error = exc
-                raise
-        return self._specs
+        with self._lock:
+            if self._specs is None:
+                self.opsets()  # namespace owners
+                with self._collecting_once("op specifications"):
+                    self._specs = self._collect_specs()
+            return self._specs
 
     def _collect_specs(self) -> dict[str, tuple[OpSpec, str]]:
-        self.opsets()  # namespace owners
         owners = self._namespace_owners
-        specs: dict[str, tuple[OpSpec, str]] = {}
-        conflicts: list[str] = []
+        hook = "trama_op_specs"
+        given: dict[str, list[tuple[OpSpec, _Plugin]]] = {}
         for plugin in self._plugins:
-            for spec in self._call(plugin, "trama_op_specs") or ():
-                if not isinstance(spec, OpSpec):
-                    plugin.errors.append(f"trama_op_specs gave {type(spec).__name__}, not an OpSpec")
-                    _warn(plugin, plugin.errors[-1])
+            own: dict[str, OpSpec] = {}
+            twice: set[str] = set()
+            for index, item in enumerate(self._ask(plugin, hook, sequence_items, "a sequence of OpSpec")):
+                spec = self._checked(plugin, hook, f"item {index}", checked_spec, item)
+                if spec is _REFUSED:
                     continue
                 if "." not in spec.name and plugin.distribution != CORE_DISTRIBUTION:
-                    plugin.errors.append(
-                        f"op {spec.name!r} refused: names without a namespace belong to the standard "
+                    plugin.report(
+                        f"{hook}: op {spec.name!r} refused: names without a namespace belong to the standard "
                         "catalog; name it '<namespace>.<Op>'"
                     )
-                    _warn(plugin, plugin.errors[-1])
                     continue
                 namespace = op_namespace(spec.name)
                 owner = owners.get(namespace, plugin.distribution)
                 if owner != plugin.distribution:
-                    plugin.errors.append(f"op {spec.name!r} refused: the namespace {namespace!r} belongs to {owner!r}")
-                    _warn(plugin, plugin.errors[-1])
+                    plugin.report(f"{hook}: op {spec.name!r} refused: the namespace {namespace!r} belongs to {owner!r}")
                     continue
-                spec = dataclasses.replace(spec, factory=None)
-                known = specs.get(spec.name)
-                if known is None:
-                    specs[spec.name] = (spec, plugin.distribution)
-                elif known[0] != spec:
-                    conflicts.append(
-                        f"op {spec.name!r} is specified differently by {known[1]!r} and {plugin.distribution!r}"
-                    )
-        if conflicts:
-            raise RegistryError("; ".join(conflicts) + " (uninstall one, or ask their authors to agree)")
+                earlier = own.setdefault(spec.name, spec)
+                if earlier != spec and spec.name not in twice:
+                    twice.add(spec.name)
+                    plugin.report(f"{hook}: op {spec.name!r} refused: it is given twice, with different specifications")
+            for name in twice:
+                del own[name]
+            for name, spec in own.items():
+                given.setdefault(name, []).append((spec, plugin))
+        specs: dict[str, tuple[OpSpec, str]] = {}
+        for name, candidates in given.items():
+            first, plugin = candidates[0]
+            if all(spec == first for spec, _ in candidates):
+                specs[name] = (first, plugin.distribution)
+                continue
+            origins = _origins([each for _, each in candidates])
+            message = (
+                f"op {name!r} is specified differently by {_listed(origins)}, so it is left out of every "
+                "registry (uninstall one, or ask their authors to agree)"
+            )
+            self._left_out[name] = message
+            for _, each in candidates:
+                each.report(f"{hook}: {message}")
         return specs
 
     def registry(self, framework: str | None) -> OpRegistry:
@@ -332,7 +539,8 @@ class PluginHost:
         with self._lock:
             cached = self._registries.get(framework)
             if cached is None:
-                cached = self._registries[framework] = self._build_registry(framework)
+                with self._collecting_once("registry" if framework is None else f"{framework} registry"):
+                    cached = self._registries[framework] = self._build_registry(framework)
             return cached
 
     def _build_registry(self, framework: str | None) -> OpRegistry:
@@ -340,37 +548,66 @@ class PluginHost:
         if framework is not None and framework not in self.frameworks() and framework not in STANDARD_FRAMEWORKS:
             known = ", ".join(self.frameworks()) or "none: install a framework package such as trama-torch"
             raise RegistryError(f"no installed plugin implements ops for framework {framework!r} (known: {known})")
-        factories: dict[str, tuple[Any, str]] = {}
-        problems: list[str] = []
-        for plugin in self._plugins if framework is not None else ():
-            for name, factory in (self._call(plugin, "trama_op_implementations", framework=framework) or {}).items():
-                if name not in specs:
-                    plugin.errors.append(f"implements {name!r} for {framework}, but no plugin specifies that op")
-                    _warn(plugin, plugin.errors[-1])
-                elif name in factories:
-                    problems.append(
-                        f"op {name!r} is implemented for {framework} by both {factories[name][1]!r} "
-                        f"and {plugin.distribution!r}"
-                    )
-                else:
-                    factories[name] = (factory, plugin.distribution)
-        if problems:
-            raise RegistryError("; ".join(problems))
-        if framework is not None:
-            factories = self._adapted(framework, factories)
-        result = OpRegistry(
+        factories = self._implementations(framework, specs) if framework is not None else {}
+        result = _DiscoveredRegistry(
             (
-                dataclasses.replace(spec, factory=factories[name][0] if name in factories else None)
+                dataclasses.replace(spec, factory=factories[name]) if name in factories else spec
                 for name, (spec, _) in specs.items()
             ),
             framework=framework,
+            left_out=self._left_out,
         )
         frameworks = [framework] if framework is not None else self.frameworks()
         for plugin in self._by_priority("trama_exporters"):
             for each in frameworks:
-                for exporter in self._call(plugin, "trama_exporters", framework=each) or ():
-                    result.add_exporter(exporter)
+                where = f"trama_exporters for {each!r}"
+                exporters = self._ask(
+                    plugin, "trama_exporters", sequence_items, "a sequence of exporters", framework=each
+                )
+                for index, item in enumerate(exporters):
+                    exporter = self._checked(
+                        plugin, where, f"item {index}", lambda value: checked_callable(value, "exporter"), item
+                    )
+                    if exporter is not _REFUSED:
+                        result.add_exporter(exporter)
         return result
+
+    def _implementations(self, framework: str, specs: Mapping[str, tuple[OpSpec, str]]) -> dict[str, Any]:
+        """The factory of each op for ``framework``, checked, adapted, and with a factory that
+        refuses to build where two distributions implement one op."""
+        hook = "trama_op_implementations"
+        where = f"{hook} for {framework!r}"
+        factories: dict[str, tuple[Any, _Plugin]] = {}
+        implementers: dict[str, list[_Plugin]] = {}
+        for plugin in self._plugins:
+            pairs = self._ask(plugin, hook, mapping_pairs, "a mapping of op names to factories", framework=framework)
+            for key, value in pairs:
+                name = self._checked(plugin, where, f"key {shown_name(key)}", checked_op_name, key)
+                if name is _REFUSED or name in self._left_out:
+                    continue
+                if name not in specs:
+                    plugin.report(f"{where}: implements {name!r}, but no plugin specifies that op; it is ignored")
+                    continue
+                factory = self._checked(plugin, where, f"op {name!r}", checked_factory, value)
+                if factory is _REFUSED:
+                    continue
+                others = implementers.setdefault(name, [])
+                if not any(other is plugin for other in others):  # a mapping may repeat a key
+                    others.append(plugin)
+                factories.setdefault(name, (factory, plugin))
+        ambiguous: dict[str, _AmbiguousFactory] = {}
+        for name, plugins in implementers.items():
+            if len(plugins) > 1:
+                del factories[name]
+                message = (
+                    f"op {name!r} is implemented for {framework} by {_listed(_origins(plugins), both=True)}, so it "
+                    f"cannot be built with {framework} (uninstall one, or leave one out with {SELECTION_VARIABLE})"
+                )
+                ambiguous[name] = _AmbiguousFactory(message)
+                for plugin in plugins:
+                    plugin.report(f"{hook}: {message}")
+        adapted = self._adapted(framework, factories)
+        return {**{name: factory for name, (factory, _) in adapted.items()}, **ambiguous}
 
     def _by_priority(self, hook: str) -> list[_Plugin]:
         """The plugins in the order their ``hook`` is asked: ``tryfirst`` implementations, then
@@ -380,40 +617,142 @@ class PluginHost:
             tiers[id(impl.plugin)] = 0 if impl.tryfirst else 2 if impl.trylast else 1
         return sorted(self._plugins, key=lambda plugin: tiers.get(id(plugin.module), 1))
 
-    def _adapted(self, framework: str, factories: dict[str, tuple[Any, str]]) -> dict[str, tuple[Any, str]]:
+    def _adapted(self, framework: str, factories: dict[str, tuple[Any, _Plugin]]) -> dict[str, tuple[Any, _Plugin]]:
         """Every factory for ``framework`` passed through the adapters that plugins declare for it
-        (``trama_factory_adapters``), so that a pack's factories take the framework's own path."""
-        for plugin in self._by_priority("trama_factory_adapters"):
-            for adapter in self._call(plugin, "trama_factory_adapters", framework=framework) or ():
+        (``trama_factory_adapters``), so that a pack's factories take the framework's own path.
+        An adapter that fails, or turns a factory into something that cannot be called, is left
+        out whole: the factories stay as they were before it."""
+        hook = "trama_factory_adapters"
+        where = f"{hook} for {framework!r}"
+        for plugin in self._by_priority(hook):
+            adapters = self._ask(plugin, hook, sequence_items, "a sequence of factory adapters", framework=framework)
+            for index, item in enumerate(adapters):
+                adapter = self._checked(
+                    plugin, where, f"item {index}", lambda value: checked_callable(value, "factory adapter"), item
+                )
+                if adapter is _REFUSED:
+                    continue
+                adapted: dict[str, tuple[Any, _Plugin]] = {}
                 try:
-                    factories = {name: (adapter(factory), dist) for name, (factory, dist) in factories.items()}
-                except Exception as exc:
-                    plugin.errors.append(f"a factory adapter failed: {type(exc).__name__}: {exc}")
-                    _warn(plugin, plugin.errors[-1])
+                    for name, (factory, owner) in factories.items():
+                        result = adapter(factory)
+                        try:
+                            checked_factory(result)
+                        except ContractError as exc:
+                            raise ContractError(f"what it made of the factory of {name!r} is unusable: {exc}") from None
+                        adapted[name] = (result, owner)
+                except ContractError as exc:
+                    plugin.report(f"{where}: adapter {index} refused: {exc}; the factories are used without it")
+                except _PLUGIN_FAILURES as exc:
+                    plugin.report(f"{where}: a factory adapter failed: {describe_exception(exc)}")
+                else:
+                    factories = adapted
         return factories
 
     def coverage(self) -> dict[str, frozenset[str]]:
-        """For each framework, the names of the ops it has implementations for."""
+        """For each framework, the names of the ops it has implementations for (an op that two
+        distributions implement for a framework has none there: it cannot be built)."""
         return {
-            framework: frozenset(spec.name for spec in self.registry(framework) if spec.factory is not None)
+            framework: frozenset(
+                spec.name
+                for spec in self.registry(framework)
+                if spec.factory is not None and not isinstance(spec.factory, _AmbiguousFactory)
+            )
             for framework in self.frameworks()
         }
 
     def runtimes(self) -> list[Any]:
-        """Every runtime any plugin provides."""
+        """Every runtime any plugin provides, in load order. Each is a :class:`trama.Runtime`
+        whose names no earlier runtime answers to (a later one is refused and reported)."""
+        with self._lock:
+            if self._runtimes is None:
+                with self._collecting_once("runtimes"):
+                    self._runtimes = self._collect_runtimes()
+            return list(self._runtimes)
+
+    def _collect_runtimes(self) -> list[Any]:
+        hook = "trama_runtimes"
         found: list[Any] = []
+        taken: dict[str, _Plugin] = {}
         for plugin in self._plugins:
-            found.extend(self._call(plugin, "trama_runtimes") or ())
+            for index, item in enumerate(self._ask(plugin, hook, sequence_items, "a sequence of trama.Runtime")):
+                names = self._checked(plugin, hook, f"item {index}", checked_runtime, item)
+                if names is _REFUSED:
+                    continue
+                clash = next((name for name in names if name in taken), None)
+                if clash is not None:
+                    # Which of the two is right cannot be told: both are told, and the runtime
+                    # that answered to the name first keeps it, as runtime_for_name always did.
+                    holder = taken[clash]
+                    message = (
+                        f"the runtime name {clash!r} is claimed by {_listed(_origins([holder, plugin]))}; the "
+                        f"runtime of {holder.distribution!r} keeps it and {names[0]!r} of "
+                        f"{plugin.distribution!r} is left out"
+                    )
+                    holder.report(f"{hook}: {message}")
+                    plugin.report(f"{hook}: {message}")
+                    continue
+                taken.update(dict.fromkeys(names, plugin))
+                found.append(item)
         return found
 
 
-def _trama_entry_points() -> Iterable[Any]:
-    return importlib_metadata.entry_points(group=ENTRY_POINT_GROUP)
+class _UnreadableEntryPoints:
+    """Stands for a distribution whose entry points cannot be read (its ``entry_points.txt`` is
+    not UTF-8, say), so that it is reported like a plugin that fails to import instead of
+    making discovery fail for every distribution."""
+
+    name = "(entry points unreadable)"
+
+    def __init__(self, dist: Any, reason: str) -> None:
+        self.dist = dist
+        self.reason = reason
+
+
+def _trama_entry_points() -> list[Any]:
+    """The entry points of the group ``trama``, read one distribution at a time: one whose
+    metadata is broken is reported and the others still load. As ``importlib.metadata`` does,
+    the first distribution of a name on ``sys.path`` hides any later one."""
+    found: list[Any] = []
+    seen: set[str] = set()
+    for dist in importlib_metadata.distributions():
+        try:
+            name = dist.name
+            key = _normalized(name) if isinstance(name, str) else None
+            if key is not None and key in seen:
+                continue
+            if key is not None:
+                seen.add(key)
+            found.extend(dist.entry_points.select(group=ENTRY_POINT_GROUP))
+        except _PLUGIN_FAILURES as exc:
+            found.append(_UnreadableEntryPoints(dist, describe_exception(exc)))
+    return found
+
+
+def _entry_name(entry: Any) -> str:
+    name = getattr(entry, "name", None)
+    return name if isinstance(name, str) else "(unnamed entry point)"
 
 
 def _distribution_name(entry: Any) -> str:
-    dist = getattr(entry, "dist", None)
-    return str(dist.name) if dist is not None else "(unknown distribution)"
+    try:
+        dist = getattr(entry, "dist", None)
+        name = dist.name if dist is not None else None
+    except _PLUGIN_FAILURES:  # broken metadata
+        name = None
+    if isinstance(name, str) and name:
+        return name
+    path = getattr(getattr(entry, "dist", None), "_path", None)  # a PathDistribution's folder, to find it
+    return f"(unknown distribution at {path})" if path is not None else "(unknown distribution)"
+
+
+def _distribution_version(entry: Any) -> str:
+    try:
+        dist = getattr(entry, "dist", None)
+        version = dist.version if dist is not None else None
+    except _PLUGIN_FAILURES:
+        version = None
+    return version if isinstance(version, str) and version else "?"
 
 
 def _version(distribution: str) -> str:
@@ -427,7 +766,7 @@ def _warn(plugin: _Plugin, message: str) -> None:
     warnings.warn(
         f"trama plugin {plugin.name!r} from {plugin.distribution} {plugin.version}: {message}",
         PluginLoadWarning,
-        stacklevel=4,
+        stacklevel=3,
     )
 
 

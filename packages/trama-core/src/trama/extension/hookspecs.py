@@ -9,6 +9,13 @@ and implementing some of the hooks below in it with the :data:`hookimpl` marker.
 imports that module, so it must stay cheap: it may import trama and the standard library, but
 a framework (torch, jax) only inside the functions it returns, when an implementation is
 actually built. ``docs/plugins.md`` states each hook's contract and how stable it is.
+
+What a hook returns is checked before anything uses it (:mod:`trama.extension._contracts`): the
+kind of container, each item's type, every name, the size. A hook that raises or returns the
+wrong kind of value contributes nothing from that call, a bad item of a good return value is
+dropped alone, and each problem is reported against the plugin's distribution (``trama
+plugins``); the other plugins never notice. ``None`` means "nothing here" only from the hooks
+that receive a ``framework``.
 """
 
 from __future__ import annotations
@@ -118,7 +125,8 @@ def trama_factory_adapters(framework: str) -> Sequence[Callable[[Factory], Facto
 
 @hookspec
 def trama_runtimes() -> Sequence[Any]:
-    """Runtimes this plugin provides, for the runtime API (coming with trama's runtime work).
+    """Runtimes this plugin provides, for the runtime API: :class:`trama.Runtime` objects, none
+    answering to a name (or alias) that an earlier runtime answers to.
 
     Provisional: the runtime objects' interface is defined with the runtime API and may change
     until it is released.
