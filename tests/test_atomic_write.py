@@ -5,6 +5,7 @@ remains beside it."""
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ import numpy as np
 import pytest
 
 import trama
+import trama.format._commit
 import trama.format._serialization
 from trama import Model, Node, Parameter, Ref, Tensor
+from trama.errors import WriteError
 
 
 class Exploding:
@@ -79,7 +82,7 @@ def inline_file(tmp_path: Path) -> Path:
 def external_files(tmp_path: Path) -> Path:
     path = tmp_path / "model.trama.json"
     trama.dump(good_model(), path, weights="external")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors", "model.trama.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [trama.weights_path(path).name, "model.trama.json"]
     return path
 
 
@@ -100,21 +103,22 @@ def test_inline_failure_midway_keeps_the_old_file(inline_file: Path, error: Base
 
 
 def test_inline_failure_really_happens_midway(inline_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Watch the temporary file: part of the new text was written when the failure struck.
+    # Watch the temporary file: part of the new text was handed to it when the failure struck
+    # (while the second tensor's base64 was being encoded).
     written: list[int] = []
-    real_unlink = Path.unlink
+    real_write = trama.format._commit.TempFile.write
 
-    def unlink(self: Path, missing_ok: bool = False) -> None:
-        if self.name.endswith(".tmp"):
-            written.append(self.stat().st_size)
-        real_unlink(self, missing_ok=missing_ok)
+    def write(self: trama.format._commit.TempFile, data: bytes | memoryview) -> None:
+        written.append(len(data))
+        real_write(self, data)
 
-    monkeypatch.setattr(Path, "unlink", unlink)
+    monkeypatch.setattr(trama.format._commit.TempFile, "write", write)
+    serialization = trama.format._serialization
+    monkeypatch.setattr(serialization, "encode_base64", fail_on_call(2, serialization.encode_base64, RuntimeError()))
     before = snapshot(inline_file.parent)
     with pytest.raises(RuntimeError):
-        trama.dump(failing_model(), inline_file)
-    assert written
-    assert written[0] > 4096  # the first tensor's base64 was already on disk
+        trama.dump(good_model(seed=1), inline_file)
+    assert sum(written) > 64 * 64 * 4  # the first tensor's base64 was already written
     assert snapshot(inline_file.parent) == before
 
 
@@ -148,10 +152,12 @@ def test_inline_writer_failures_keep_the_old_file(
         monkeypatch.setattr(os, name, fail_on_call(call, getattr(os, name), OSError(28, "No space left on device")))
     else:
         real = getattr(trama.format._serialization, target)
-        monkeypatch.setattr(trama.format._serialization, target, fail_on_call(call, real, OSError(28, "No space left")))
+        error = OSError(28, "No space left on device")
+        monkeypatch.setattr(trama.format._serialization, target, fail_on_call(call, real, error))
     before = snapshot(inline_file.parent)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(WriteError, match="No space left") as caught:
         trama.dump(good_model(seed=1), inline_file)
+    assert str(caught.value) == f"cannot write {str(inline_file)!r}: No space left on device"
     assert snapshot(inline_file.parent) == before
 
 
@@ -177,9 +183,71 @@ def test_successful_dump_replaces_the_file_and_leaves_no_temporary(inline_file: 
     assert trama.load(inline_file).parameters == good_model(seed=1).parameters
 
 
-def test_unwritable_folder_is_a_trama_error(tmp_path: Path) -> None:
-    with pytest.raises(trama.TramaError, match="cannot write"):
-        trama.dump(good_model(), tmp_path / "missing" / "model.trama.json")
+@pytest.mark.parametrize("weights", ["inline", "external"])
+def test_a_missing_folder_is_one_write_error(tmp_path: Path, weights: str) -> None:
+    target = tmp_path / "missing" / "model.trama.json"
+    with pytest.raises(WriteError) as caught:
+        trama.dump(good_model(), target, weights=weights)  # type: ignore[arg-type]
+    assert str(caught.value) == f"cannot write {str(target)!r}: No such file or directory"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("weights", ["inline", "external"])
+def test_a_path_that_is_a_folder_is_one_write_error(tmp_path: Path, weights: str) -> None:
+    target = tmp_path / "model.trama.json"
+    target.mkdir()
+    (target / "inside").write_bytes(b"kept")
+    with pytest.raises(WriteError) as caught:
+        trama.dump(good_model(), target, weights=weights)  # type: ignore[arg-type]
+    assert str(caught.value) == f"cannot write {str(target)!r}: it is a folder"
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+    assert (target / "inside").read_bytes() == b"kept"
+
+
+@pytest.mark.parametrize("weights", ["inline", "external"])
+def test_a_fifo_at_the_path_is_not_replaced(tmp_path: Path, weights: str) -> None:
+    target = tmp_path / "model.trama.json"
+    os.mkfifo(target)
+    with pytest.raises(WriteError, match="it is not a regular file") as caught:
+        trama.dump(good_model(), target, weights=weights)  # type: ignore[arg-type]
+    assert str(target) in str(caught.value)
+    assert stat.S_ISFIFO(target.stat().st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_a_link_to_a_device_is_not_replaced(tmp_path: Path) -> None:
+    target = tmp_path / "model.trama.json"
+    target.symlink_to("/dev/null")
+    with pytest.raises(WriteError, match="it is not a regular file"):
+        trama.dump(good_model(), target)
+    assert target.is_symlink()
+    assert stat.S_ISCHR(target.stat().st_mode)
+
+
+def test_a_folder_appearing_at_the_path_while_writing_is_one_write_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The check before writing passes; the final rename then meets a folder.
+    target = tmp_path / "model.trama.json"
+    real_sync = trama.format._commit.TempFile.sync
+
+    def sync(self: trama.format._commit.TempFile) -> None:
+        real_sync(self)
+        target.mkdir(exist_ok=True)
+
+    monkeypatch.setattr(trama.format._commit.TempFile, "sync", sync)
+    with pytest.raises(WriteError, match="cannot write"):
+        trama.dump(good_model(), target, weights="external")
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]  # neither weights nor temporaries left
+    assert target.is_dir()
+
+
+def test_a_path_no_file_can_have_is_one_write_error(tmp_path: Path) -> None:
+    with pytest.raises(WriteError, match="cannot be encoded"):
+        trama.dump(good_model(), tmp_path / "bad\ud800.trama.json")
+    with pytest.raises(WriteError, match="cannot be encoded"):
+        trama.dump(good_model(), tmp_path / "bad\x00.trama.json", weights="external")
+    assert list(tmp_path.iterdir()) == []
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,8 +263,8 @@ def test_external_failure_reading_a_tensor_keeps_both_files(external_files: Path
     assert snapshot(external_files.parent) == before
 
 
-def partial_safetensors(file: Any, arrays: dict[str, np.ndarray]) -> dict[str, str]:
-    file.write(b"\x10\x00\x00\x00\x00\x00\x00\x00{")  # the start of a header, then the failure
+def partial_safetensors(write: Callable[[bytes], object], tensors: Any, **kwargs: Any) -> Any:
+    write(b"\x10\x00\x00\x00\x00\x00\x00\x00{")  # the start of a header, then the failure
     raise OSError(28, "No space left on device")
 
 
@@ -206,7 +274,9 @@ def partial_safetensors(file: Any, arrays: dict[str, np.ndarray]) -> dict[str, s
         "write_safetensors",  # while writing the weights
         "format_json",  # weights written to their temporary file, document not started
         "fsync-document",  # both written, the document not yet on disk
-        "replace-weights",  # both complete, the first rename fails
+        "replace-weights",  # both complete, renaming the weights into place fails
+        "fsync-folder",  # the weights renamed into place, not yet durable: the document waits
+        "replace-document",  # the weights in place, the commit itself fails
     ],
 )
 def test_external_writer_failures_keep_both_files(
@@ -218,37 +288,40 @@ def test_external_writer_failures_keep_both_files(
     elif inject == "format_json":
         serialization = trama.format._serialization
         monkeypatch.setattr(serialization, "format_json", fail_on_call(1, serialization.format_json, error))
-    elif inject == "fsync-document":
-        monkeypatch.setattr(os, "fsync", fail_on_call(2, os.fsync, error))
+    elif inject in ("fsync-document", "fsync-folder"):
+        monkeypatch.setattr(os, "fsync", fail_on_call(2 if inject == "fsync-document" else 3, os.fsync, error))
     else:
-        monkeypatch.setattr(os, "replace", fail_on_call(1, os.replace, error))
+        call = 1 if inject == "replace-weights" else 2
+        monkeypatch.setattr(os, "replace", fail_on_call(call, os.replace, error))
     before = snapshot(external_files.parent)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(WriteError, match="No space left") as caught:
         trama.dump(good_model(seed=1), external_files, weights="external")
+    assert str(caught.value) == f"cannot write {str(external_files)!r}: No space left on device"
+    monkeypatch.undo()
     assert snapshot(external_files.parent) == before
     assert trama.load(external_files).parameters == good_model().parameters
 
 
-def test_external_document_rename_failure_is_detected_not_misread(
+def test_the_weights_are_durable_before_the_document_names_them(
     external_files: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # If the last step (renaming the document) fails, the new weights are already in place.
-    # The old document must then refuse them (checksums) rather than hand out wrong numbers.
-    monkeypatch.setattr(os, "replace", fail_on_call(2, os.replace, OSError(5, "I/O error")))
-    old_document = external_files.read_bytes()
-    with pytest.raises(OSError, match="I/O error"):
-        trama.dump(good_model(seed=1), external_files, weights="external")
-    monkeypatch.undo()
-    assert external_files.read_bytes() == old_document
-    assert not [p for p in external_files.parent.iterdir() if p.name.endswith(".tmp")]
-    model = trama.load(external_files)
-    with pytest.raises(trama.WeightsFileError, match="checksum"):
-        np.asarray(model.parameters["bag.a"].value)
+    # Order of what reaches the disk: weights file synced, then renamed and the folder synced,
+    # then the document synced and renamed (the commit), then the folder synced again.
+    trace: list[str] = []
+    monkeypatch.setattr(trama.format._commit, "step_hook", lambda kind: trace.append(kind))
+    trama.dump(good_model(seed=1), external_files, weights="external")
+    steps = [kind for kind in trace if kind != "write"]
+    assert steps[:6] == ["create", "fsync", "create", "fsync", "lock", "rename"]
+    assert steps[6:9] == ["fsync-folder", "rename", "fsync-folder"]
+    assert "unlink" in steps[9:]  # the previous weights file, collected after the commit
 
 
 def test_successful_external_dump_replaces_both_and_leaves_no_temporary(external_files: Path) -> None:
+    old_weights = trama.weights_path(external_files)
     trama.dump(good_model(seed=1), external_files, weights="external")
-    assert sorted(p.name for p in external_files.parent.iterdir()) == ["model.safetensors", "model.trama.json"]
+    new_weights = trama.weights_path(external_files)
+    assert new_weights != old_weights
+    assert sorted(p.name for p in external_files.parent.iterdir()) == [new_weights.name, "model.trama.json"]
     assert trama.load(external_files).parameters == good_model(seed=1).parameters
 
 
@@ -256,3 +329,156 @@ def test_external_failure_on_new_paths_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         trama.dump(failing_model(), tmp_path / "new.trama.json", weights="external")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_external_to_inline_and_back_collects_the_weights(external_files: Path) -> None:
+    folder = external_files.parent
+    trama.dump(good_model(seed=1), external_files)
+    assert [p.name for p in folder.iterdir()] == ["model.trama.json"]
+    trama.dump(good_model(seed=2), external_files, weights="external")
+    assert sorted(p.name for p in folder.iterdir()) == [trama.weights_path(external_files).name, "model.trama.json"]
+    assert trama.load(external_files).parameters == good_model(seed=2).parameters
+
+
+def test_the_same_content_gets_the_same_weights_file(external_files: Path) -> None:
+    first = trama.weights_path(external_files)
+    trama.dump(good_model(), external_files, weights="external")
+    assert trama.weights_path(external_files) == first
+    assert sorted(p.name for p in external_files.parent.iterdir()) == [first.name, "model.trama.json"]
+
+
+def test_only_this_documents_weights_files_are_collected(tmp_path: Path) -> None:
+    # model.json shares the prefix "model." with model.trama.json, but not its weights files;
+    # a file merely named like one, or written by someone else, is never removed.
+    ours = tmp_path / "model.trama.json"
+    sibling = tmp_path / "model.json"
+    trama.dump(good_model(seed=1), sibling, weights="external")
+    trama.dump(good_model(seed=2), ours, weights="external")
+    lookalike = tmp_path / "model.0123456789abcdef.safetensors"
+    lookalike.write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+    sibling_weights = trama.weights_path(sibling)
+    trama.dump(good_model(seed=3), ours, weights="external")
+    assert sibling_weights.exists()
+    assert lookalike.exists()
+    assert trama.load(sibling).parameters == good_model(seed=1).parameters
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [ours.name, sibling.name, lookalike.name, sibling_weights.name, trama.weights_path(ours).name]
+    )
+
+
+def legacy_pair(path: Path, model: Model) -> Path:
+    """A document as earlier trama wrote it: its weights in ``model.safetensors``."""
+    trama.dump(model, path, weights="external")
+    current = trama.weights_path(path)
+    legacy = path.with_name("model.safetensors")
+    current.rename(legacy)
+    path.write_text(path.read_text().replace(current.name, legacy.name))
+    return legacy
+
+
+def test_an_old_pair_still_loads_and_a_new_dump_retires_its_weights(tmp_path: Path) -> None:
+    path = tmp_path / "model.trama.json"
+    legacy = legacy_pair(path, good_model())
+    assert trama.weights_path(path) == legacy
+    assert trama.load(path).parameters == good_model().parameters
+    trama.dump(good_model(seed=1), path, weights="external")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [trama.weights_path(path).name, "model.trama.json"]
+    assert trama.load(path).parameters == good_model(seed=1).parameters
+
+
+def test_a_file_of_the_old_name_that_the_document_does_not_name_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "model.trama.json"
+    trama.dump(good_model(), path, weights="external")
+    unrelated = tmp_path / "model.safetensors"
+    unrelated.write_bytes(b"someone else's")
+    trama.dump(good_model(seed=1), path, weights="external")
+    assert unrelated.read_bytes() == b"someone else's"
+
+
+def test_weights_path_needs_a_document_that_names_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "model.trama.json"
+    trama.dump(good_model(), path)
+    with pytest.raises(trama.WeightsFileError, match="names 0 weights files"):
+        trama.weights_path(path)
+    with pytest.raises(trama.TramaError, match="cannot read"):
+        trama.weights_path(tmp_path / "absent.trama.json")
+
+
+# --------------------------------------------------------------------------------------------
+# Temporary files left by killed writers
+# --------------------------------------------------------------------------------------------
+
+
+def stale_temporary(folder: Path, target: str, size: int = 1000) -> Path:
+    """A temporary file as a killed dump leaves it: no process holds its lock."""
+    path = folder / f".{target}.{os.urandom(6).hex()}.tmp"
+    path.write_bytes(b"x" * size)
+    return path
+
+
+@pytest.mark.parametrize("weights", ["inline", "external"])
+def test_the_next_dump_removes_temporaries_whose_writer_is_gone(external_files: Path, weights: str) -> None:
+    folder = external_files.parent
+    stale = [stale_temporary(folder, "model.trama.json"), stale_temporary(folder, "model.safetensors")]
+    other = stale_temporary(folder, "other.trama.json")  # another document's: not this dump's business
+    trama.dump(good_model(seed=1), external_files, weights=weights)  # type: ignore[arg-type]
+    assert not any(path.exists() for path in stale)
+    assert other.exists()
+
+
+def test_a_live_writers_temporary_is_never_removed(external_files: Path) -> None:
+    import fcntl
+
+    folder = external_files.parent
+    live = stale_temporary(folder, "model.trama.json")
+    with open(live, "rb") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # its writer is still at work
+        trama.dump(good_model(seed=1), external_files, weights="external")
+        assert live.exists()
+    trama.dump(good_model(seed=2), external_files, weights="external")
+    assert not live.exists()
+
+
+def test_a_temporary_removed_before_its_writer_locked_it_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The instant between creating a temporary file and locking it: a cleaner may remove it.
+    # The writer notices and starts again under a new name.
+    target = tmp_path / "model.trama.json"
+    import fcntl
+
+    real_flock = fcntl.flock
+    removed: list[str] = []
+
+    def flock(fd: int, operation: int) -> None:
+        if not removed and operation == fcntl.LOCK_EX:
+            for path in tmp_path.glob(".model.trama.json.*.tmp"):
+                removed.append(path.name)
+                path.unlink()
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    trama.dump(good_model(), target)
+    monkeypatch.undo()
+    assert removed
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+    assert trama.load(target).parameters == good_model().parameters
+
+
+def test_atomic_file_cleans_up_and_reports_write_errors(tmp_path: Path) -> None:
+    target = tmp_path / "out.npz"
+    stale = stale_temporary(tmp_path, "out.npz")
+    with trama.format._serialization.atomic_file(target) as handle:
+        handle.write(b"new")
+    assert target.read_bytes() == b"new"
+    assert not stale.exists()
+
+    def write_then_fail() -> None:
+        with trama.format._serialization.atomic_file(target) as handle:
+            handle.write(b"newer")
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(WriteError, match="No space left"):
+        write_then_fail()
+    assert [p.name for p in tmp_path.iterdir()] == ["out.npz"]
+    assert target.read_bytes() == b"new"

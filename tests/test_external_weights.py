@@ -1,11 +1,13 @@
-"""dump(..., weights="external"): tensors in a safetensors file beside the document, read back
-lazily through a memory map and verified against their checksums on first use."""
+"""dump(..., weights="external"): tensors in a safetensors file beside the document, named after
+its content, read back lazily (copies by default, views of a memory map on request) and verified
+against their checksums on first use."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import mmap
+import re
 import struct
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,30 +65,51 @@ def tensors_of(model: trama.Model) -> dict[str, trama.Tensor]:
 # --------------------------------------------------------------------------------------------
 
 
+def weights_of(path: Path) -> Path:
+    """The one weights file the document at ``path`` names."""
+    return trama.weights_path(path)
+
+
 @pytest.mark.parametrize(
-    ("document", "weights"),
+    ("document", "stem"),
     [
-        ("model.trama.json", "model.safetensors"),
-        ("model.json", "model.safetensors"),
-        ("model", "model.safetensors"),
-        ("my.model.v2.trama.json", "my.model.v2.safetensors"),
-        (".trama.json", ".trama.safetensors"),
+        ("model.trama.json", "model"),
+        ("model.json", "model"),
+        ("model", "model"),
+        ("my.model.v2.trama.json", "my.model.v2"),
+        (".trama.json", ".trama"),
     ],
 )
-def test_weights_path_is_beside_the_document(tmp_path: Path, document: str, weights: str) -> None:
-    assert trama.weights_path(tmp_path / document) == tmp_path / weights
+def test_the_weights_file_is_named_after_the_document_and_its_content(tmp_path: Path, document: str, stem: str) -> None:
+    trama.dump(bag_model({"w": np.arange(3, dtype=np.float32)}), tmp_path / document, weights="external")
+    weights = weights_of(tmp_path / document)
+    assert weights.parent == tmp_path
+    assert re.fullmatch(re.escape(stem) + r"\.[0-9a-f]{16}\.safetensors", weights.name), weights.name
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([document, weights.name])
+
+
+def test_equal_content_gives_an_equal_name_and_different_content_another(tmp_path: Path) -> None:
+    names = []
+    for folder, values in (("a", [1.0, 2.0]), ("b", [1.0, 2.0]), ("c", [1.0, 2.5])):
+        (tmp_path / folder).mkdir()
+        path = tmp_path / folder / "m.trama.json"
+        trama.dump(bag_model({"w": np.array(values, dtype=np.float32)}), path, weights="external")
+        names.append(weights_of(path).name)
+    assert names[0] == names[1]
+    assert names[0] != names[2]
 
 
 def test_dump_external_writes_the_weights_beside_the_json(tmp_path: Path, mlp_model: trama.Model) -> None:
     path = tmp_path / "mlp.trama.json"
     trama.dump(mlp_model, path, weights="external")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlp.safetensors", "mlp.trama.json"]
+    weights = weights_of(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [weights.name, "mlp.trama.json"]
     doc = json.loads(path.read_text())
     for name, entry in doc["parameters"].items():
         value = entry["value"]
         if isinstance(value, dict):
             assert set(value) == {"dtype", "shape", "external"}
-            assert value["external"]["path"] == "mlp.safetensors"
+            assert value["external"]["path"] == weights.name
             assert value["external"]["key"] == name
             checksum = value["external"]["checksum"]
             assert checksum.startswith("xxh3-64:")
@@ -103,7 +126,7 @@ def test_shared_tensor_is_written_once(tmp_path: Path) -> None:
     model = bag_model({"a": tied, "b": tied, "c": tied.copy()})
     path = tmp_path / "tied.trama.json"
     trama.dump(model, path, weights="external")
-    assert sorted(safetensors.numpy.load_file(tmp_path / "tied.safetensors")) == ["root.a", "root.c"]
+    assert sorted(safetensors.numpy.load_file(weights_of(path))) == ["root.a", "root.c"]
     back = trama.load(path)
     assert back.node("root").parameters == {"a": "root.a", "b": "root.a", "c": "root.c"}
 
@@ -111,10 +134,13 @@ def test_shared_tensor_is_written_once(tmp_path: Path) -> None:
 def test_safetensors_header_is_aligned_and_well_formed(tmp_path: Path) -> None:
     path = tmp_path / "m.trama.json"
     trama.dump(all_dtypes_model(), path, weights="external")
-    data = (tmp_path / "m.safetensors").read_bytes()
+    data = weights_of(path).read_bytes()
     (length,) = struct.unpack("<Q", data[:8])
     assert (8 + length) % 8 == 0
     header = json.loads(data[8 : 8 + length])
+    # The metadata comes first and names the document the file was written for.
+    assert next(iter(header)) == "__metadata__"
+    assert header.pop("__metadata__") == {"trama.document": "m.trama.json"}
     end = 0
     for key, entry in header.items():
         begin, stop = entry["data_offsets"]
@@ -131,7 +157,7 @@ def test_safetensors_header_is_aligned_and_well_formed(tmp_path: Path) -> None:
 def test_safetensors_package_reads_identical_arrays(tmp_path: Path) -> None:
     model = bag_model(ARRAYS)
     trama.dump(model, tmp_path / "m.trama.json", weights="external")
-    loaded = safetensors.numpy.load_file(tmp_path / "m.safetensors")
+    loaded = safetensors.numpy.load_file(weights_of(tmp_path / "m.trama.json"))
     assert set(loaded) == {f"root.{name}" for name in ARRAYS}
     for name, array in ARRAYS.items():
         theirs = loaded[f"root.{name}"]
@@ -143,7 +169,7 @@ def test_safetensors_package_reads_identical_arrays(tmp_path: Path) -> None:
 def test_safetensors_package_reads_bfloat16(tmp_path: Path) -> None:
     trama.dump(bag_model({"bf16": BF16}), tmp_path / "m.trama.json", weights="external")
     try:
-        loaded = safetensors.numpy.load_file(tmp_path / "m.safetensors")
+        loaded = safetensors.numpy.load_file(weights_of(tmp_path / "m.trama.json"))
     except (TypeError, ValueError) as exc:  # pragma: no cover - depends on the safetensors version
         pytest.skip(f"this safetensors cannot represent bfloat16 in numpy: {exc}")
     theirs = loaded["root.bf16"]
@@ -155,15 +181,16 @@ def test_we_read_files_written_by_the_safetensors_package(tmp_path: Path) -> Non
     ours = tmp_path / "m.trama.json"
     trama.dump(bag_model(ARRAYS), ours, weights="external")
     # Rewrite the weights with the reference writer (its own layout and padding): still readable.
-    arrays = safetensors.numpy.load_file(tmp_path / "m.safetensors")
-    safetensors.numpy.save_file(arrays, tmp_path / "m.safetensors", metadata={"format": "np"})
+    weights = weights_of(ours)
+    arrays = safetensors.numpy.load_file(weights)
+    safetensors.numpy.save_file(arrays, weights, metadata={"format": "np"})
     back = trama.load(ours)
     for name, array in ARRAYS.items():
         assert np.asarray(back.parameters[f"root.{name}"].value).tobytes() == array.tobytes()
 
 
 # --------------------------------------------------------------------------------------------
-# Reading back: lazy, memory-mapped, verified
+# Reading back: lazy, verified; private copies by default, a memory map on request
 # --------------------------------------------------------------------------------------------
 
 
@@ -188,7 +215,7 @@ def test_load_is_lazy(tmp_path: Path, mlp_model: trama.Model) -> None:
     tensors = tensors_of(back)
     assert tensors
     assert not any(t.is_decoded for t in tensors.values())
-    assert all("external m.safetensors" in repr(t) for t in tensors.values())
+    assert all(f"external {weights_of(path).name}" in repr(t) for t in tensors.values())
     first, *rest = tensors.values()
     np.asarray(first)
     assert first.is_decoded
@@ -205,22 +232,60 @@ def base_buffer(array: np.ndarray) -> Any:
     return base
 
 
-def test_values_are_read_only_views_of_a_memory_map(tmp_path: Path, mlp_model: trama.Model) -> None:
+def test_values_are_read_only_private_copies_by_default(tmp_path: Path, mlp_model: trama.Model) -> None:
     path = tmp_path / "m.trama.json"
     trama.dump(mlp_model, path, weights="external")
     for tensor in tensors_of(trama.load(path)).values():
         array = np.asarray(tensor)
-        assert isinstance(base_buffer(array), mmap.mmap)
+        base = base_buffer(array)
+        assert isinstance(base, np.ndarray)
+        assert base.base is None  # owns its memory: no mapping behind it
         assert not array.flags.writeable
         with pytest.raises(ValueError, match="read-only"):
             array[...] = 0
         assert np.asarray(tensor) is array  # decoded once, then cached
 
 
+def test_with_mmap_weights_values_are_read_only_views_of_a_memory_map(tmp_path: Path, mlp_model: trama.Model) -> None:
+    path = tmp_path / "m.trama.json"
+    trama.dump(mlp_model, path, weights="external")
+    model = trama.load(path, mmap_weights=True)
+    assert model.parameters == mlp_model.parameters
+    for tensor in tensors_of(model).values():
+        array = np.asarray(tensor)
+        assert isinstance(base_buffer(array), mmap.mmap)
+        assert not array.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            array[...] = 0
+        assert np.asarray(tensor) is array
+    text = path.read_text()
+    assert trama.loads(text, base_dir=tmp_path, mmap_weights=True).parameters == mlp_model.parameters
+
+
+def test_the_weights_file_is_released_once_every_tensor_was_read(tmp_path: Path, mlp_model: trama.Model) -> None:
+    import gc
+    import os
+
+    def open_files() -> set[str]:
+        folder = Path("/proc/self/fd")
+        return {os.path.realpath(folder / fd) for fd in os.listdir(folder)} if folder.exists() else set()
+
+    if not Path("/proc/self/fd").exists():
+        pytest.skip("needs /proc")
+    path = tmp_path / "m.trama.json"
+    trama.dump(mlp_model, path, weights="external")
+    weights = os.path.realpath(weights_of(path))
+    model = trama.load(path)
+    assert weights in open_files()  # held open: a newer dump replacing it does not matter
+    touch(model)
+    gc.collect()
+    assert weights not in open_files()
+
+
 def test_checksum_is_verified_on_first_access(tmp_path: Path, mlp_model: trama.Model) -> None:
     path = tmp_path / "m.trama.json"
     trama.dump(mlp_model, path, weights="external")
-    weights = tmp_path / "m.safetensors"
+    weights = weights_of(path)
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0x01  # the last byte belongs to the last tensor
     weights.write_bytes(bytes(data))
@@ -240,7 +305,7 @@ def test_change_after_load_is_caught_on_access(tmp_path: Path, mlp_model: trama.
     path = tmp_path / "m.trama.json"
     trama.dump(mlp_model, path, weights="external")
     back = trama.load(path)
-    weights = tmp_path / "m.safetensors"
+    weights = weights_of(path)
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0x01
     with open(weights, "r+b") as handle:  # in place, as another program might
@@ -317,7 +382,16 @@ def test_external_and_inline_conversions(tmp_path: Path) -> None:
     assert inline.read_text() == trama.dumps(model)
     again = tmp_path / "again.trama.json"
     trama.dump(trama.load(inline), again, weights="external")
-    assert (tmp_path / "again.safetensors").read_bytes() == (tmp_path / "e.safetensors").read_bytes()
+    # The same tensors, laid out the same way; only the metadata (the document's name) differs.
+    assert without_metadata(weights_of(again)) == without_metadata(weights_of(external))
+
+
+def without_metadata(weights: Path) -> tuple[dict[str, Any], bytes]:
+    data = weights.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    header.pop("__metadata__")
+    return header, data[8 + length :]
 
 
 def test_rewriting_a_pair_in_place_from_its_own_lazy_model(tmp_path: Path) -> None:
@@ -325,10 +399,23 @@ def test_rewriting_a_pair_in_place_from_its_own_lazy_model(tmp_path: Path) -> No
     model = all_dtypes_model()
     path = tmp_path / "m.trama.json"
     trama.dump(model, path, weights="external")
+    for mmap_weights in (False, True):
+        lazy = trama.load(path, mmap_weights=mmap_weights)
+        trama.dump(lazy, path, weights="external")
+        assert trama.load(path).parameters == model.parameters
+        assert sorted(p.name for p in tmp_path.iterdir()) == [weights_of(path).name, "m.trama.json"]
+        assert lazy.parameters == model.parameters  # still reading the file it was loaded from
+
+
+def test_rewriting_a_lazy_model_does_not_keep_its_tensors(tmp_path: Path) -> None:
+    # Re-dumping a lazily loaded model reads each tensor for the occasion, one at a time.
+    model = all_dtypes_model()
+    path = tmp_path / "m.trama.json"
+    trama.dump(model, path, weights="external")
     lazy = trama.load(path)
-    trama.dump(lazy, path, weights="external")
-    assert trama.load(path).parameters == model.parameters
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors", "m.trama.json"]
+    trama.dump(lazy, tmp_path / "copy.trama.json", weights="external")
+    assert not any(t.is_decoded for name, t in tensors_of(lazy).items() if t.dtype != "bool")
+    assert trama.load(tmp_path / "copy.trama.json").parameters == model.parameters
 
 
 def test_model_without_tensors(tmp_path: Path) -> None:
@@ -336,10 +423,98 @@ def test_model_without_tensors(tmp_path: Path) -> None:
     path = tmp_path / "m.trama.json"
     trama.dump(model, path, weights="external")
     assert trama.load(path).parameters == model.parameters
-    assert safetensors.numpy.load_file(tmp_path / "m.safetensors") == {}
+    assert [p.name for p in tmp_path.iterdir()] == ["m.trama.json"]  # no weights, no weights file
+    with pytest.raises(trama.WeightsFileError, match="names 0 weights files"):
+        trama.weights_path(path)
+
+
+def test_an_entry_named_like_the_safetensors_metadata(tmp_path: Path) -> None:
+    # safetensors reserves the key __metadata__, a valid entry name: its tensor gets another key.
+    value = np.arange(4, dtype=np.float32)
+    model = trama.Model(
+        ["x"],
+        [trama.Ref("bag", "y")],
+        [trama.Node("bag", "Bag", {"x": trama.Ref(trama.INPUT, "x")}, ["y"], {"w": "__metadata__"})],
+        {"__metadata__": trama.Parameter(trama.Tensor.from_array(value), learnable=True)},
+    )
+    path = tmp_path / "m.trama.json"
+    trama.dump(model, path, weights="external")
+    entry = json.loads(path.read_text())["parameters"]["__metadata__"]["value"]["external"]
+    assert entry["key"] == "trama:__metadata__"
+    theirs = safetensors.numpy.load_file(weights_of(path))
+    assert theirs["trama:__metadata__"].tobytes() == value.tobytes()
+    assert trama.load(path).parameters == model.parameters
 
 
 def test_unknown_weights_mode_is_refused(tmp_path: Path, mlp_model: trama.Model) -> None:
     with pytest.raises(ValueError, match="weights must be"):
         trama.dump(mlp_model, tmp_path / "m.trama.json", weights="separate")  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_document_replaced_while_it_is_read_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another process commits a new dump between our reading the JSON and opening the weights
+    # file it names, and retires that file: load reads the new document instead of failing.
+    import trama.format._serialization as serialization
+
+    path = tmp_path / "m.trama.json"
+    first, second = bag_model({"w": np.zeros(3, np.float32)}), bag_model({"w": np.ones(3, np.float32)})
+    trama.dump(first, path, weights="external")
+    stale = serialization._read_document(path)
+    trama.dump(second, path, weights="external")
+    real = serialization._read_document
+    calls: list[Path] = []
+
+    def read_document(file: Path) -> Any:
+        calls.append(file)
+        return stale if len(calls) == 1 else real(file)
+
+    monkeypatch.setattr(serialization, "_read_document", read_document)
+    assert trama.load(path).parameters == second.parameters
+    assert len(calls) == 2
+
+
+def test_a_missing_weights_file_of_an_unchanged_document_is_reported_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "m.trama.json"
+    trama.dump(bag_model({"w": np.zeros(3, np.float32)}), path, weights="external")
+    trama.weights_path(path).unlink()
+    with pytest.raises(trama.WeightsFileError, match="cannot open weights file"):
+        trama.load(path)
+
+
+def rewrite_header(weights: Path, change: Any) -> None:
+    data = weights.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length])
+    change(header)
+    text = json.dumps(header).encode()
+    weights.write_bytes(struct.pack("<Q", len(text)) + text + data[8 + length :])
+
+
+@pytest.mark.parametrize("offsets", ["0-16", [0], [0, 1.5], None, [True, 8]])
+def test_malformed_data_offsets_are_blamed_not_the_dtype(tmp_path: Path, offsets: Any) -> None:
+    path = tmp_path / "m.trama.json"
+    trama.dump(bag_model({"w": np.ones(4, np.float32)}), path, weights="external")
+
+    def change(header: dict[str, Any]) -> None:
+        header["root.w"]["data_offsets"] = offsets
+
+    rewrite_header(weights_of(path), change)
+    with pytest.raises(trama.WeightsFileError, match=r"has corrupt offsets: data_offsets is not \[begin, end\]"):
+        np.asarray(trama.load(path).parameters["root.w"].value)
+
+
+def test_header_values_in_messages_are_short_and_printable(tmp_path: Path) -> None:
+    path = tmp_path / "m.trama.json"
+    trama.dump(bag_model({"w": np.ones(4, np.float32)}), path, weights="external")
+
+    def change(header: dict[str, Any]) -> None:
+        header["root.w"]["dtype"] = "\x1b[2J" + "F" * 100
+        header["root.w"]["shape"] = list(range(1000))
+
+    rewrite_header(weights_of(path), change)
+    with pytest.raises(trama.WeightsFileError, match="but the document says float32") as caught:
+        np.asarray(trama.load(path).parameters["root.w"].value)
+    message = str(caught.value)
+    assert message.isprintable()
+    assert len(message) < 300

@@ -39,7 +39,7 @@ def _model() -> trama.Model:
 
 
 def _pair(folder: Path) -> Path:
-    """An external-weights document in ``folder``: ``m.trama.json`` and ``m.safetensors``."""
+    """An external-weights document in ``folder``: ``m.trama.json`` and its weights file."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "m.trama.json"
     trama.dump(_model(), path, weights="external")
@@ -94,7 +94,7 @@ def test_trama_validate_refuses_a_fifo_or_a_device_with_one_line(
 
 def test_weights_that_are_a_fifo_are_refused_at_once(tmp_path: Path) -> None:
     path = _pair(tmp_path)
-    weights = tmp_path / "m.safetensors"
+    weights = trama.weights_path(path)
     weights.unlink()
     os.mkfifo(weights)
     error = _within(10, lambda: trama.load(path))
@@ -105,8 +105,9 @@ def test_weights_that_are_a_fifo_are_refused_at_once(tmp_path: Path) -> None:
 def test_weights_behind_a_link_that_leaves_the_folder_are_refused(tmp_path: Path) -> None:
     path = _pair(tmp_path / "doc")
     outside = tmp_path / "elsewhere.safetensors"
-    (tmp_path / "doc" / "m.safetensors").rename(outside)
-    (tmp_path / "doc" / "m.safetensors").symlink_to(outside)
+    weights = trama.weights_path(path)
+    weights.rename(outside)
+    weights.symlink_to(outside)
     with pytest.raises(trama.WeightsFileError, match="leads outside the document's folder") as caught:
         trama.load(path)
     assert "elsewhere" not in str(caught.value)  # nothing said about what lies outside
@@ -127,9 +128,20 @@ def test_a_folder_link_to_the_root_is_refused(tmp_path: Path) -> None:
         trama.load(path)
 
 
+def test_a_loop_of_links_is_a_weights_file_error(tmp_path: Path) -> None:
+    path = _pair(tmp_path / "doc")
+    (tmp_path / "doc" / "a").symlink_to("b")
+    (tmp_path / "doc" / "b").symlink_to("a")
+    document = json.loads(path.read_text())
+    document["parameters"]["lin.weight"]["value"]["external"]["path"] = "a"
+    path.write_text(json.dumps(document))
+    with pytest.raises(trama.WeightsFileError, match="'a' cannot be resolved: a loop of symbolic links"):
+        trama.load(path)
+
+
 def test_a_link_that_stays_inside_the_folder_is_followed(tmp_path: Path) -> None:
     path = _pair(tmp_path / "doc")
-    weights = tmp_path / "doc" / "m.safetensors"
+    weights = trama.weights_path(path)
     weights.rename(tmp_path / "doc" / "real.safetensors")
     weights.symlink_to("real.safetensors")
     np.testing.assert_array_equal(

@@ -32,6 +32,7 @@ from trama.errors import (
     TramaError,
     ValidationError,
     WeightsFileError,
+    WriteError,
 )
 from trama.execution import FrozenState, Runnable, Runtime, State, runtime_for_name, runtimes
 from trama.extension import registry
@@ -93,6 +94,7 @@ __all__ = [
     "ValidationError",
     "ValueFact",
     "WeightsFileError",
+    "WriteError",
     "__version__",
     "collect_errors",
     "dump",

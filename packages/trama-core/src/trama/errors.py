@@ -21,6 +21,7 @@ __all__ = [
     "TramaError",
     "ValidationError",
     "WeightsFileError",
+    "WriteError",
     "pointer_token",
 ]
 
@@ -101,6 +102,12 @@ class RuntimeNotFoundError(TramaError):
 
 class ExecutionError(TramaError):
     """Running a prepared model failed: wrong inputs, or a node's computation raised."""
+
+
+class WriteError(TramaError):
+    """A document or a file beside it could not be written: a missing folder, a path that is a
+    folder, a full disk, a file larger than the process may write. The previous file, if any, is
+    left as it was."""
 
 
 def pointer_token(key: str) -> str:

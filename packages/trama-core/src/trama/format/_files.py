@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from pathlib import Path
 
-__all__ = ["NotRegularFileError", "open_regular", "read_regular"]
+__all__ = ["NotRegularFileError", "open_regular", "read_at", "read_into", "read_regular"]
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
@@ -63,3 +64,26 @@ def read_regular(path: Path) -> bytes:
     fd, _ = open_regular(path)
     with os.fdopen(fd, "rb") as handle:
         return handle.read()
+
+
+#: Where the system has no positional reads (Windows), a seek and a read must not interleave.
+_SEEK_LOCK = threading.Lock()
+
+
+def read_at(fd: int, size: int, offset: int) -> bytes:
+    """Up to ``size`` bytes at ``offset``, without moving a file position other threads share."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    with _SEEK_LOCK:  # pragma: no cover - not POSIX
+        os.lseek(fd, offset, os.SEEK_SET)
+        return os.read(fd, size)
+
+
+def read_into(fd: int, buffer: memoryview, offset: int) -> int:
+    """Read from ``offset`` straight into ``buffer`` (no intermediate copy where the system
+    allows); the number of bytes read, 0 at the end of the file."""
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [buffer], offset)
+    data = read_at(fd, len(buffer), offset)  # pragma: no cover - not POSIX
+    buffer[: len(data)] = data  # pragma: no cover
+    return len(data)  # pragma: no cover

@@ -1,8 +1,12 @@
 """Reading and writing documents: ``load``/``loads``/``dump``/``dumps``.
 
 Writing is atomic: the new text goes to a temporary file in the same folder, is flushed to disk,
-and only then replaces the old file, so a failure at any point leaves the previous good copy in
-place. Reading never executes code and never imports anything a document names.
+and only then replaces the old file, so a failure or a crash at any point leaves the previous good
+copy in place; external weights go to a new file named after its content, and the document's
+rename is the one commit point (:mod:`trama.format._commit` explains how, and how concurrent
+writers and killed ones are handled). Every failure to write is one
+:class:`~trama.errors.WriteError`. Reading never executes code and never imports anything a
+document names.
 """
 
 from __future__ import annotations
@@ -11,16 +15,23 @@ import mmap
 import os
 import re
 import secrets
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from trama.errors import TramaError
+from trama.errors import TramaError, WeightsFileError
+from trama.format import _commit
 from trama.format._codec import decode_document, encode_document
-from trama.format._external import external_reference, make_resolver, write_safetensors
-from trama.format._files import NotRegularFileError, open_regular
+from trama.format._external import (
+    MissingWeightsFileError,
+    check_reference,
+    external_reference,
+    make_resolver,
+    tensor_values,
+    write_safetensors,
+)
+from trama.format._files import NotRegularFileError, open_regular, read_regular
 from trama.format._jsontext import format_json, gc_paused, parse_json
 from trama.format._model import Model
 from trama.format._specs import OpRegistry
@@ -41,13 +52,15 @@ def loads(
     validate: bool = True,
     registry: OpRegistry | None = None,
     base_dir: PathLike | None = None,
+    mmap_weights: bool = False,
 ) -> Model:
     """Parse a document from text.
 
     With ``validate`` (the default) the structural rules are checked, and the registry's rules
-    too when one is given. ``base_dir`` is the folder external weights paths are relative to.
+    too when one is given. ``base_dir`` is the folder external weights paths are relative to;
+    ``mmap_weights`` is as for :func:`load`.
     """
-    resolver = make_resolver(Path(base_dir)) if base_dir is not None else None
+    resolver = make_resolver(Path(base_dir), mmap_weights=mmap_weights) if base_dir is not None else None
     with gc_paused():
         parsed = parse_json(text)
         model = decode_document(parsed.data, resolve_external=resolver, blobs=parsed.blobs)
@@ -56,12 +69,57 @@ def loads(
     return model
 
 
-def load(path: PathLike, *, validate: bool = True, registry: OpRegistry | None = None) -> Model:
-    """Read a document from a file (tensors decode lazily; external weights are memory-mapped)."""
+def load(
+    path: PathLike, *, validate: bool = True, registry: OpRegistry | None = None, mmap_weights: bool = False
+) -> Model:
+    """Read a document from a file. Tensors are decoded lazily, on first use.
+
+    External weights are read when first used, each tensor into an array of its own, verified
+    against its checksum: a model computes with the bytes that were verified, whatever later
+    happens to the file, and a weights file truncated or rewritten before its tensors were used
+    is a :class:`~trama.errors.WeightsFileError`, never a crash.
+
+    ``mmap_weights=True`` maps the weights files instead and returns read-only views of the
+    mapping: no copy, and memory shared with every process mapping the same file, but at the
+    file's mercy. A program that rewrites a weights file in place (``cp``, ``rsync --inplace``)
+    after its tensors were verified silently changes the outputs of models already loaded from
+    it, and truncating it kills the process with SIGBUS. Use it only for weights files that
+    nothing rewrites in place (trama's own dumps never do).
+
+    A document being replaced by another process's dump at the same moment is read whole, old
+    or new: the JSON is reopened if the weights file it named was retired in the meantime.
+    """
     file = Path(path)
+    for attempt in range(_LOAD_ATTEMPTS):
+        data, identity = _read_document(file)
+        try:
+            return loads(data, validate=validate, registry=registry, base_dir=file.parent, mmap_weights=mmap_weights)
+        except MissingWeightsFileError:
+            # Its weights file is gone: if the document was replaced since we read it, a newer
+            # dump committed and collected it. Read the new one.
+            if attempt + 1 == _LOAD_ATTEMPTS or _identity(file) in (identity, None):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+#: How many times :func:`load` reads a document that other processes keep replacing.
+_LOAD_ATTEMPTS = 5
+
+
+def _identity(file: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(file)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _read_document(file: Path) -> tuple[bytes | mmap.mmap, tuple[int, int]]:
+    """The document's bytes (mapped when large) and the identity of the file they came from."""
     try:
         fd, size = open_regular(file)
         with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
             # Large files are mapped rather than read: inline base64 is then decoded straight
             # from the page cache, which halves the memory an inline-weights load needs.
             data: bytes | mmap.mmap = (
@@ -75,7 +133,7 @@ def load(path: PathLike, *, validate: bool = True, registry: OpRegistry | None =
         raise TramaError(f"cannot read {str(file)!r}: {exc.strerror}") from None
     except ValueError as exc:
         raise TramaError(f"cannot read {str(file)!a}: {exc}") from None
-    return loads(data, validate=validate, registry=registry, base_dir=file.parent)
+    return data, (info.st_dev, info.st_ino)
 
 
 def dumps(model: Model) -> str:
@@ -89,35 +147,65 @@ def _inline_tensor(name: str, tensor: Tensor) -> dict[str, Any]:
 
 
 def weights_path(path: PathLike) -> Path:
-    """Where ``dump(..., weights="external")`` puts the weights of the document at ``path``:
-    ``model.trama.json`` -> ``model.safetensors``."""
+    """The weights file of the external-weights document at ``path``, as the document names it.
+
+    ``dump(..., weights="external")`` names it after the document and its content:
+    ``model.trama.json`` -> ``model.<16 hex digits>.safetensors`` (documents written by
+    earlier trama name ``model.safetensors``). Raises :class:`~trama.errors.WeightsFileError` when
+    the document names no weights file, or several."""
     file = Path(path)
-    name = file.name
-    for suffix in (".trama.json", ".json"):
-        if name.endswith(suffix) and len(name) > len(suffix):
-            return file.with_name(name[: -len(suffix)] + ".safetensors")
-    return file.with_name(name + ".safetensors")
+    try:
+        data = parse_json(read_regular(file)).data
+    except NotRegularFileError as exc:
+        raise TramaError(f"cannot read {str(file)!r}: it is {exc.kind}, not a regular file") from None
+    except OSError as exc:
+        raise TramaError(f"cannot read {str(file)!r}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise TramaError(f"cannot read {str(file)!a}: {exc}") from None
+    parameters = data.get("parameters") if type(data) is dict else None
+    named: list[str] = []
+    for name, entry in parameters.items() if type(parameters) is dict else ():
+        value = entry.get("value") if type(entry) is dict else None
+        if type(value) is dict and "external" in value:
+            relative = str(check_reference(value["external"], f"/parameters/{name}/value/external"))
+            if relative not in named:
+                named.append(relative)
+    if len(named) != 1:
+        listed = f" ({', '.join(named)})" if named else ""
+        raise WeightsFileError(f"{str(file)!r} names {len(named)} weights files{listed}")
+    return file.parent.joinpath(*named[0].split("/"))
 
 
 def dump(model: Model, path: PathLike, *, weights: Literal["inline", "external"] = "inline") -> None:
     """Write a document to ``path``, atomically.
 
     ``weights="inline"`` (the default) keeps the file self-contained, tensors as base64.
-    ``weights="external"`` writes tensors to :func:`weights_path` (safetensors) and references
-    them by relative path, key and checksum.
+    ``weights="external"`` writes the tensors to a safetensors file beside it, named after the
+    document and the file's content (``model.<16 hex digits>.safetensors``, see
+    :func:`weights_path`), and references them by relative path, key and checksum.
+
+    Whatever happens (an error, a full disk, the process killed, another process dumping to the
+    same path at the same time), ``path`` names either the previous document or the new one,
+    each whole with its own weights. Weights files of the previous document that the new one
+    does not name are removed, as are temporary files left by killed dumps to ``path``. A
+    failure to write is a :class:`~trama.errors.WriteError`.
     """
     validate_model(model)
-    file = Path(path)
-    if weights == "inline":
-        with atomic_file(file) as handle:
-            _write_inline(model, handle)
-    elif weights == "external":
-        _dump_external(model, file)
-    else:
+    if weights not in ("inline", "external"):
         raise ValueError(f"weights must be 'inline' or 'external', got {weights!r}")
+    file = Path(path)
+    with _commit.write_errors(file):
+        _commit.check_target(file)
+        if weights == "inline":
+            with _temporary(file.parent, file.name) as temp:
+                _write_inline(model, temp.write)
+                temp.sync()
+                _commit.commit_document(file, temp)
+        else:
+            _dump_external(model, file)
 
 
-def _write_inline(model: Model, handle: BinaryIO) -> None:
+def _write_inline(model: Model, write: Callable[[bytes], object]) -> None:
     """Write the text with each tensor's base64 streamed in place of a placeholder, so the
     whole encoded document never sits in memory at once."""
     nonce = secrets.token_hex(8)
@@ -139,10 +227,10 @@ def _write_inline(model: Model, handle: BinaryIO) -> None:
 
     text = format_json(encode_document(model, placeholder), width=width)
     parts = pattern.split(text)
-    handle.write(_utf8(parts[0]))
+    write(_utf8(parts[0]))
     for k in range(1, len(parts), 2):
-        handle.write(encode_base64(tensors[int(parts[k])].numpy()))
-        handle.write(_utf8(parts[k + 1]))
+        write(encode_base64(tensor_values(tensors[int(parts[k])])))
+        write(_utf8(parts[k + 1]))
 
 
 def _utf8(text: str) -> bytes:
@@ -151,48 +239,52 @@ def _utf8(text: str) -> bytes:
 
 
 def _dump_external(model: Model, file: Path) -> None:
-    target = weights_path(file)
-    arrays = {name: entry.value.numpy() for name, entry in model.parameters.items() if isinstance(entry.value, Tensor)}
-    sums: dict[str, str] = {}
-    with atomic_file(target, commit=False) as weights_handle:
-        sums.update(write_safetensors(weights_handle, arrays))
-    weights_tmp = Path(weights_handle.name)
-    try:
-        relative = target.name
+    """Weights first, to a file named after its content; then the document, whose rename
+    commits both (see :mod:`trama.format._commit`)."""
+    tensors = {name: entry.value for name, entry in model.parameters.items() if isinstance(entry.value, Tensor)}
+    folder = file.parent
+    stem = _commit.document_stem(file.name)
+    if not tensors:  # nothing to put beside it: the document alone
+        with _temporary(folder, file.name) as temp:
+            temp.write(_utf8(format_json(encode_document(model, _inline_tensor))))
+            temp.sync()
+            _commit.commit_document(file, temp)
+        return
+    with _temporary(folder, f"{stem}.safetensors") as weights_temp:
+        written = write_safetensors(weights_temp.write, tensors, document=file.name)
+        weights_temp.sync()
+        name = f"{stem}.{written.content_id}.safetensors"
 
-        def reference(name: str, tensor: Tensor) -> dict[str, Any]:
-            return external_reference(relative, name, tensor, sums)
+        def reference(key: str, tensor: Tensor) -> dict[str, Any]:
+            return external_reference(name, key, tensor, written.checksums)
 
         text = format_json(encode_document(model, reference))
-        with atomic_file(file, commit=False) as doc_handle:
-            doc_handle.write(_utf8(text))
-        # Both files are complete on disk; swap them in, weights first. A reader that catches
-        # the instant between the two sees the old document with new weights, which the
-        # checksums turn into a clear error rather than wrong numbers.
-        os.replace(weights_tmp, target)
-        os.replace(doc_handle.name, file)
-    except BaseException:
-        weights_tmp.unlink(missing_ok=True)
-        Path(getattr(locals().get("doc_handle"), "name", weights_tmp)).unlink(missing_ok=True)
-        raise
+        with _temporary(folder, file.name) as temp:
+            temp.write(_utf8(text))
+            temp.sync()
+            _commit.commit_document(file, temp, (weights_temp, name))
 
 
 @contextmanager
-def atomic_file(path: Path, *, commit: bool = True) -> Iterator[BinaryIO]:
-    """A temporary file beside ``path``; on success it is synced and (if ``commit``) moved
-    over ``path``. On failure it is removed and ``path`` is untouched."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+def _temporary(folder: Path, target: str) -> Iterator[_commit.TempFile]:
+    """A locked temporary file for ``target`` in ``folder``, removed unless it was renamed."""
+    temp = _commit.TempFile(folder, target)
     try:
-        handle = open(tmp, "xb")  # noqa: SIM115 - closed below, after the sync
-    except OSError as exc:
-        raise TramaError(f"cannot write beside {str(path)!r}: {exc.strerror}") from None
-    try:
-        with handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        if commit:
-            os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        yield temp
+    finally:
+        if not temp.handle.closed:  # not renamed into place (renaming closes it)
+            temp.discard()
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A temporary file beside ``path``; on success it is synced and moved over ``path``. On
+    failure it is removed and ``path`` is untouched. A failure to write is a
+    :class:`~trama.errors.WriteError`."""
+    path = Path(path)
+    with _commit.write_errors(path):
+        _commit.check_target(path)
+        with _temporary(path.parent, path.name) as temp:
+            yield temp.handle
+            temp.sync()
+            _commit.replace_file(path, temp)
