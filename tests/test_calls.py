@@ -336,7 +336,8 @@ def load_error(doc: Doc, error: type[Exception] = SchemaError) -> Any:
 
 def test_a_calling_node_is_written_without_parameters_or_bindings() -> None:
     doc = calls_doc()
-    assert doc["format_version"] == trama.FORMAT_VERSION == "1.1"
+    assert doc["format_version"] == trama.FORMAT_VERSION  # calls exist since 1.1
+    assert tuple(int(part) for part in trama.FORMAT_VERSION.split(".")) >= (1, 1)
     again = doc["nodes"][node_index(calls_model(), "root.again")]
     assert list(again) == ["id", "parent", "op", "calls", "inputs", "outputs"]
     assert again["calls"] == "root.block"
@@ -345,6 +346,8 @@ def test_a_calling_node_is_written_without_parameters_or_bindings() -> None:
 def test_documents_of_format_1_0_still_load() -> None:
     doc = json.loads(trama.dumps(export(linear(9))))
     doc["format_version"] = "1.0"
+    for entry in doc["parameters"].values():
+        entry.pop("checksum", None)  # newer than 1.0, as calls are
     assert trama.loads(json.dumps(doc)).source_format_version == "1.0"
 
 

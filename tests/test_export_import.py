@@ -148,6 +148,42 @@ def test_declining_exporters_still_give_the_clear_error() -> None:
         export(NoExport(), registry=registry)
 
 
+def broken_exporter(obj: Any, ctx: trama.ExportContext) -> Any:
+    raise AttributeError("'NoExport' object has no attribute 'weight'")
+
+
+def test_an_exporter_that_crashes_does_not_keep_the_next_one_from_being_asked() -> None:
+    registry = OpRegistry()
+    for spec in toylayers.registry():
+        registry.register(spec)
+    registry.register(OpSpec("Identity", inputs=("x",), outputs=("y",)))
+    registry.add_exporter(broken_exporter)
+    registry.add_exporter(
+        lambda obj, ctx: NodeFragment(op="Identity", outputs=["y"]) if isinstance(obj, NoExport) else None
+    )
+    model = export(toylayers.Sequential(NoExport()), registry=registry)
+    assert model.node("root.layers_0").op == "Identity"
+
+
+def test_an_exporter_that_crashes_is_named_when_nothing_handles_the_object() -> None:
+    registry = OpRegistry()
+    registry.add_exporter(broken_exporter)
+    with pytest.raises(ExportError, match="no registered exporter handles it") as info:
+        export(NoExport(), registry=registry)
+    assert "broken_exporter raised AttributeError: 'NoExport' object has no attribute 'weight'" in info.value.message
+
+
+def test_an_exporter_that_refuses_with_a_trama_error_is_heard() -> None:
+    def refusing(obj: Any, ctx: trama.ExportContext) -> Any:
+        raise ExportError("this object holds a closure", node_id=ctx.node_id)
+
+    registry = OpRegistry()
+    registry.add_exporter(refusing)
+    registry.add_exporter(lambda obj, ctx: NodeFragment(op="Identity", outputs=["y"]))
+    with pytest.raises(ExportError, match="this object holds a closure"):
+        export(NoExport(), registry=registry)
+
+
 def test_to_node_returning_something_else() -> None:
     class Wrong:
         def to_node(self, ctx: trama.ExportContext) -> Any:

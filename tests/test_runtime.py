@@ -229,3 +229,92 @@ def test_placement_this_runtime_cannot_honour_is_refused() -> None:
         runtime.prepare(mlp_model(), placement={"fc": "cuda:0"})
     with pytest.raises(ExecutionError, match="does not have"):
         runtime.prepare(mlp_model(), placement={"ghost": "cpu"})
+
+
+# ------------------------------------------------------------------------------------------
+# Bounds before anything is built, and every failure a trama error (issue 14)
+# ------------------------------------------------------------------------------------------
+
+
+class Fail:
+    """A kernel that raises what a framework might: ``MemoryError`` (without a message),
+    ``RecursionError``, anything."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        raise self.error
+
+
+class FailingRuntime(FakeRuntime):
+    """The test runtime with a ``t.Fail`` op whose kernel raises ``error``."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def registry(self) -> OpRegistry:
+        ops = registry()
+        ops.register(OpSpec("t.Fail", ("x",), ("y",), factory=lambda node, **_: Fail(self.error)))
+        return ops
+
+
+class NothingBuilt(FakeRuntime):
+    """Fails the test if the model gets as far as the registry (where building starts)."""
+
+    def registry(self) -> OpRegistry:
+        raise AssertionError("the runtime started building a model it should have refused")
+
+
+def test_a_fact_beyond_the_bound_is_refused_before_anything_is_built() -> None:
+    model = block_model()
+    model.input_facts = [ValueFact("float32", ("batch", 10**12, 10**12))]
+    with pytest.raises(
+        ExecutionError, match=r"input 'x' is declared with a shape of .* more than 2\*\*48 bytes"
+    ) as info:
+        NothingBuilt().prepare(model)
+    assert info.value.location == "/input_facts/0"
+    model.input_facts = [ValueFact("float32", ("batch", 2**46))]  # 2**48 bytes: the bound itself
+    FakeRuntime().prepare(model)
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        (MemoryError(), "t.Fail failed: MemoryError"),
+        (MemoryError("Unable to allocate 8.00 TiB"), "t.Fail failed: MemoryError: Unable to allocate 8.00 TiB"),
+        (RecursionError("maximum recursion depth exceeded"), "t.Fail failed: RecursionError: maximum recursion"),
+        (OverflowError("Python int too large"), "t.Fail failed: OverflowError: Python int too large"),
+    ],
+)
+def test_what_a_kernel_raises_is_an_execution_error_naming_the_node_and_op(error: BaseException, message: str) -> None:
+    model = Model(["x"], [Ref("f", "y")], [leaf("f", "t.Fail", {"x": Ref(INPUT, "x")})], {})
+    runnable = FailingRuntime(error).prepare(model)
+    with pytest.raises(ExecutionError, match=message) as info:
+        runnable.run([np.ones(2)])
+    assert info.value.node_id == "f"
+    assert info.value.__cause__ is error
+
+
+def test_an_input_the_runtime_cannot_convert_is_an_execution_error_naming_it() -> None:
+    runnable = FakeRuntime().prepare(block_model())
+    with pytest.raises(ExecutionError, match=r"converting input 'x' failed: ValueError") as info:
+        runnable.run({"x": "not a number"})
+    assert info.value.node_id is None
+
+
+def test_what_preparing_raises_outside_a_factory_is_an_execution_error() -> None:
+    class BrokenRegistry(FakeRuntime):
+        def registry(self) -> OpRegistry:
+            raise MemoryError
+
+    with pytest.raises(ExecutionError, match="preparing the model failed: MemoryError"):
+        BrokenRegistry().prepare(block_model())
+
+
+def test_a_trama_error_passes_through_unchanged() -> None:
+    original = ExecutionError("as it was", node_id="somewhere")
+    model = Model(["x"], [Ref("f", "y")], [leaf("f", "t.Fail", {"x": Ref(INPUT, "x")})], {})
+    with pytest.raises(ExecutionError) as info:
+        FailingRuntime(original).prepare(model).run([np.ones(2)])
+    assert info.value is original

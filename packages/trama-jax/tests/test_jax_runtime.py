@@ -327,3 +327,64 @@ def test_the_gpu_runtime_agrees_with_the_cpu() -> None:  # pragma: no cover - ne
     (y,) = trama.runtime_for_name("jax:gpu").prepare(model).run([x])
     assert next(iter(y.devices())).platform == "gpu"
     np.testing.assert_allclose(y, expected(net, x), **TOL)
+
+
+# ------------------------------------------------------------------------------------------
+# Values beyond trama's bound never reach XLA; failures are trama errors (issue 14)
+# ------------------------------------------------------------------------------------------
+
+
+def test_a_traced_program_making_a_value_beyond_the_bound_is_refused() -> None:
+    """XLA aborts the process on a shape whose byte size overflows 64 bits: the program's every
+    value is checked once traced, inner programs included, before anything is compiled."""
+    import jax.numpy as jnp
+
+    from trama_jax.runnable import check_values
+
+    def inner(x: Any) -> Any:
+        return jnp.broadcast_to(x, (2**40, 2**30)).sum()
+
+    fine = jax.jit(lambda x: x * 2).trace(jnp.ones(3)).jaxpr
+    check_values(fine)
+    huge = jax.jit(lambda x: jax.jit(inner)(x) + 1).trace(jnp.ones(1)).jaxpr  # the value is inside
+    with pytest.raises(
+        trama.ExecutionError, match=r"\(broadcast_in_dim\) with a shape of \[1099511627776, 1073741824\]"
+    ):
+        check_values(huge)
+
+
+def test_a_leaf_whose_output_is_beyond_the_bound_is_named() -> None:
+    """Traced, not compiled: the leaf's output shape is refused as it is made."""
+    model = Model(
+        inputs=["x"],
+        outputs=[Ref("big", "y")],
+        nodes=[Node("big", "expand", {"x": Ref(INPUT, "x")}, ["y"], {"size": "big.size"})],
+        parameters={"big.size": Parameter([2**24, 2**24])},
+        input_facts=[ValueFact("float32", (1,))],
+    )
+    runnable = JaxRuntime("cpu").prepare(model)  # compiling for the facts meets it and leaves it to a run
+    with pytest.raises(trama.ExecutionError, match=r"expand would make its output 'y' with a shape of") as info:
+        runnable.run([np.ones(1, np.float32)])
+    assert info.value.node_id == "big"
+
+
+def test_what_xla_raises_while_running_is_an_execution_error_naming_the_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compiled program does not say where it failed: the runnable runs the inputs again op by
+    op, where the failing leaf names itself."""
+    import dataclasses
+
+    from trama_jax import runnable as module
+
+    model = trama.export_model(nn.Sequential(nn.Linear(3, 2), nn.ReLU()), inputs=["x"], outputs=["y"])
+    prepared = JaxRuntime("cpu").prepare(model)
+    prepared.run([data(2, 3)])  # compiled, with the kernels as they are
+    relu = next(leaf for leaf in prepared.program.leaves() if leaf.node.op == "ReLU")
+
+    def out_of_memory(*args: Any) -> Any:
+        raise MemoryError("could not allocate")
+
+    monkeypatch.setattr(module._Program, "__call__", out_of_memory)  # XLA failing, as it does
+    monkeypatch.setattr(relu, "kernel", dataclasses.replace(relu.kernel, apply=out_of_memory))
+    with pytest.raises(trama.ExecutionError, match="ReLU failed: MemoryError: could not allocate") as info:
+        prepared.run([data(2, 3)])
+    assert info.value.node_id == next(node.id for node in model.nodes if node.op == "ReLU")

@@ -388,3 +388,26 @@ def test_a_packs_factory_ties_an_entry_shared_with_another_node_through_the_publ
         assert torch.equal(imported(x), (x @ (2 * torch.eye(3)).T) @ (2 * torch.eye(3)))
     finally:
         reset_plugins()
+
+
+def test_a_leaf_factory_checks_the_catalogs_settings_before_torch_builds_anything() -> None:
+    """A GRU of 10**9 layers would make torch's constructor loop (on the meta device, a layer at
+    a time): the factory runs the catalog's checks first, even when called on its own."""
+    import time
+
+    import numpy as np
+
+    from trama_torch.leaves import leaf_factories
+
+    rng = np.random.default_rng(0)
+    weights = {"weight_ih_l0": (12, 3), "weight_hh_l0": (12, 4), "bias_ih_l0": (12,), "bias_hh_l0": (12,)}
+    parameters = {"input_size": trama.Parameter(3), "hidden_size": trama.Parameter(4)}
+    parameters["num_layers"] = trama.Parameter(10**9)
+    for slot, shape in weights.items():
+        parameters[slot] = trama.Parameter(trama.Tensor.from_array(rng.standard_normal(shape).astype(np.float32)), True)
+    node = trama.Node("rnn", "GRU", {"x": trama.Ref(trama.INPUT, "x")}, ["y", "h_n"], {s: s for s in parameters})
+    started = time.perf_counter()
+    with pytest.raises(trama.RegistryError, match="num_layers must be 1 … 8") as info:
+        leaf_factories()["GRU"](node, children={}, parameters=parameters)
+    assert info.value.node_id == "rnn"
+    assert time.perf_counter() - started < 1

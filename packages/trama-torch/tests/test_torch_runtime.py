@@ -356,3 +356,84 @@ def test_placement_is_checked_at_prepare_time() -> None:
     missing = f"cuda:{torch.cuda.device_count()}"  # one past the last GPU, whatever the machine
     with pytest.raises(trama.ExecutionError, match=f"'{missing}' is not available here"):
         runtime.prepare(model, placement={linear: missing})
+
+
+# ------------------------------------------------------------------------------------------
+# The flattened program, and bounds (issue 14)
+# ------------------------------------------------------------------------------------------
+
+
+class Residual(nn.Module):
+    """A module of its own: a ``Graph`` in the document."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x) + x
+
+
+def nested() -> nn.Module:
+    """Graphs and Sequentials inside each other, and one module used twice (a calling node)."""
+    torch.manual_seed(3)
+    shared = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+    return nn.Sequential(Residual(nn.Sequential(shared, Residual(nn.Sequential(nn.ReLU(), shared)))), nn.Linear(4, 2))
+
+
+def called_modules(program: nn.Module) -> list[nn.Module]:
+    assert isinstance(program, torch.fx.GraphModule)
+    return [program.get_submodule(str(node.target)) for node in program.graph.nodes if node.op == "call_module"]
+
+
+def test_a_run_calls_the_leaves_from_one_flat_program() -> None:
+    """Graphs and Sequentials are inlined: the program calls leaf modules only, each call of a
+    called module once, and computes exactly what the document module computes."""
+    from trama_torch.flat import FlatProgram
+    from trama_torch.wiring import ScopeModule
+
+    module = nested().eval()
+    runnable = prepare(module, ["x"], ["y"])
+    assert isinstance(runnable.program, FlatProgram)
+    calls = called_modules(runnable.program)
+    assert not any(isinstance(called, (ScopeModule, nn.Sequential)) for called in calls)
+    kinds = [type(called).__name__ for called in calls]  # each Residual's "+ x" is a function op's module
+    assert kinds == ["Linear", "Tanh", "ReLU", "Linear", "Tanh", "FunctionModule", "FunctionModule", "Linear"]
+    assert calls[0] is calls[3]  # the shared Linear, called twice
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(4))
+    (ours,) = runnable.run([x])
+    torch.testing.assert_close(ours, module(x), rtol=0, atol=0)
+    torch.testing.assert_close(ours, runnable.module(x)[0], rtol=0, atol=0)
+
+
+def test_a_composite_with_hooks_is_called_as_a_unit() -> None:
+    """A placed subtree's module carries the hooks that move values between devices: the program
+    calls it (so they run) rather than inlining it."""
+    module = nested().eval()
+    plain = prepare(module, ["x"], ["y"])
+    inner = node_of(plain, "Graph", 1)
+    placed = prepare(module, ["x"], ["y"], placement={inner: "cpu"})
+    target = placed.module.get_submodule(placed._node_modules[inner])
+    assert any(called is target for called in called_modules(placed.program))
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(4))
+    torch.testing.assert_close(placed.run([x])[0], plain.run([x])[0], rtol=0, atol=0)
+
+
+def test_hooks_on_leaves_still_see_every_call() -> None:
+    module = nested().eval()
+    runnable = prepare(module, ["x"], ["y"])
+    shared = runnable.module.get_submodule(runnable._node_modules[node_of(runnable, "Linear", 0)])
+    seen: list[tuple[int, ...]] = []
+    handle = shared.register_forward_hook(lambda m, args, out: seen.append(tuple(out.shape)))
+    try:
+        runnable.run([np.ones((2, 4), np.float32)])
+    finally:
+        handle.remove()
+    assert seen == [(2, 4), (2, 4)]
+
+
+def test_a_fact_beyond_the_bound_is_refused_before_import() -> None:
+    model = trama.export_model(mlp(), inputs=["x"], outputs=["y"], input_facts=[trama.ValueFact("float32", (2**62,))])
+    with pytest.raises(trama.ExecutionError, match="input 'x' is declared with a shape of") as info:
+        trama.runtime_for_name("torch:cpu").prepare(model)
+    assert info.value.location == "/input_facts/0"

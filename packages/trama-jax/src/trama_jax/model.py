@@ -52,7 +52,10 @@ from trama import (
     Tensor,
     TramaError,
 )
+from trama.catalog._limits import MAX_TENSOR_BYTES, extent_problem
 from trama.conversion import ExportContext, build_node
+from trama.conversion._importer import build_order
+from trama.execution import describe_failure
 from trama.format import INPUT, OpRegistry, children_by_parent
 from trama.format._calls import check_expansion
 from trama_jax._registry import implements
@@ -94,6 +97,13 @@ class Evaluation:
     def module(self, module: JaxModule, path: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The outputs of ``module`` run as the node at ``path`` on ``inputs`` (by port)."""
         return module.compute(self, path, inputs)
+
+    def descends(self, module: JaxComposite, path: str) -> bool:
+        """Whether the walk of a scope runs the composite ``module`` (at ``path``) child by child
+        itself, rather than through :meth:`module`. A walk descends iteratively, so a deep tree
+        costs no recursion; an evaluation that runs some composites another way (a placed
+        subtree, compiled for its device) says no for those."""
+        return True
 
 
 # --- Modules --------------------------------------------------------------------------------
@@ -267,10 +277,14 @@ class JaxLeaf(JaxModule):
         except TramaError:
             raise
         except Exception as exc:
-            raise ExecutionError(f"{node.op} failed: {type(exc).__name__}: {exc}", node_id=path) from exc
+            raise ExecutionError(f"{node.op} failed: {describe_failure(exc)}", node_id=path) from exc
         missing = [name for name in node.outputs if name not in outputs]
         if missing:
             raise ExecutionError(f"the {node.op} kernel did not return {missing}", node_id=path)
+        for name in node.outputs:
+            problem = value_size_problem(outputs[name])
+            if problem is not None:
+                raise ExecutionError(f"{node.op} would make its output {name!r} {problem}", node_id=path)
         return outputs
 
     def leaves(self) -> Iterator[JaxLeaf]:
@@ -312,12 +326,65 @@ class JaxComposite(JaxModule):
         return walk(evaluation, path, self.members, inputs, bindings)
 
     def leaves(self) -> Iterator[JaxLeaf]:
-        for member in self.members:
-            yield from member.module.leaves()
+        for _, leaf in _leaf_paths(self.members, ""):
+            yield leaf
 
     def stateful_paths(self, path: str) -> Iterator[tuple[str, JaxLeaf]]:
-        for member in self.members:
-            yield from member.module.stateful_paths(f"{path}.{member.name}")
+        for leaf_path, leaf in _leaf_paths(self.members, f"{path}."):
+            if leaf.kernel.stateful:
+                yield leaf_path, leaf
+
+
+def _leaf_paths(members: Sequence[Member], prefix: str) -> Iterator[tuple[str, JaxLeaf]]:
+    """Every leaf under ``members`` in document order, with its path (``prefix`` + names), a
+    called module once per call; iterative, so a deep tree costs no recursion. A module that is
+    neither a leaf nor a :class:`JaxComposite` (an op pack's) lists its own leaves, under the
+    path of the member holding it."""
+    stack: list[tuple[str, JaxModule]] = [(f"{prefix}{member.name}", member.module) for member in reversed(members)]
+    while stack:
+        path, module = stack.pop()
+        if isinstance(module, JaxLeaf):
+            yield path, module
+        elif isinstance(module, JaxComposite):
+            stack.extend((f"{path}.{member.name}", member.module) for member in reversed(module.members))
+        else:
+            for leaf in module.leaves():
+                yield path, leaf
+
+
+class _Scope:
+    """One scope being run by :func:`walk`: its members, the values computed so far, the next
+    member to run."""
+
+    __slots__ = ("bindings", "index", "inputs", "members", "path", "values")
+
+    def __init__(
+        self, path: str | None, members: Sequence[Member], inputs: Mapping[str, Any], bindings: Mapping[str, Ref]
+    ) -> None:
+        self.path = path
+        self.members = members
+        self.inputs = inputs
+        self.bindings = bindings
+        self.values: dict[str, Mapping[str, Any]] = {}
+        self.index = 0
+
+    def value(self, ref: Ref) -> Any:
+        if ref.node != INPUT:
+            return self.values[ref.node.rpartition(".")[2]][ref.output]
+        if ref.output not in self.inputs:
+            raise ExecutionError(f"reads its input {ref.output!r}, which is not connected", node_id=self.path)
+        return self.inputs[ref.output]
+
+
+def _descends(evaluation: Evaluation, module: JaxModule, path: str) -> bool:
+    """Whether :func:`walk` runs ``module`` child by child: a :class:`JaxComposite` that computes
+    by its wiring (a subclass with a ``compute`` of its own is called instead), where the
+    evaluation lets it."""
+    return (
+        isinstance(module, JaxComposite)
+        and type(module).compute is JaxComposite.compute
+        and evaluation.descends(module, path)
+    )
 
 
 def walk(
@@ -329,21 +396,33 @@ def walk(
 ) -> dict[str, Any]:
     """Run a scope: each member on the values its node's references name (``%input`` is
     ``inputs``, any other node an earlier sibling), then the values ``bindings`` name. ``path``
-    is the scope's own (``None`` at the top level of a document)."""
-    values: dict[str, Mapping[str, Any]] = {}
+    is the scope's own (``None`` at the top level of a document).
 
-    def value(ref: Ref) -> Any:
-        if ref.node != INPUT:
-            return values[ref.node.rpartition(".")[2]][ref.output]
-        if ref.output not in inputs:
-            raise ExecutionError(f"reads its input {ref.output!r}, which is not connected", node_id=path)
-        return inputs[ref.output]
-
-    for member in members:
-        child_inputs = {port: value(ref) for port, ref in member.node.inputs.items()}
-        child_path = member.name if path is None else f"{path}.{member.name}"
-        values[member.name] = evaluation.module(member.module, child_path, child_inputs)
-    return {name: value(ref) for name, ref in bindings.items()}
+    Composites inside are run on an explicit stack of scopes, not by recursion, so the Python
+    stack (and a JAX trace) stays as deep for a tree 256 levels deep as for a flat one; leaves,
+    and composites the evaluation runs its own way, go through :meth:`Evaluation.module`."""
+    stack = [_Scope(path, members, inputs, bindings)]
+    while True:
+        scope = stack[-1]
+        if scope.index < len(scope.members):
+            member = scope.members[scope.index]
+            child_inputs = {port: scope.value(ref) for port, ref in member.node.inputs.items()}
+            child_path = member.name if scope.path is None else f"{scope.path}.{member.name}"
+            module = member.module
+            if _descends(evaluation, module, child_path):
+                assert isinstance(module, JaxComposite)
+                stack.append(_Scope(child_path, module.members, child_inputs, module.node.output_bindings or {}))
+                continue
+            scope.values[member.name] = evaluation.module(module, child_path, child_inputs)
+            scope.index += 1
+            continue
+        outputs = {name: scope.value(ref) for name, ref in scope.bindings.items()}
+        stack.pop()
+        if not stack:
+            return outputs
+        parent = stack[-1]
+        parent.values[parent.members[parent.index].name] = outputs
+        parent.index += 1
 
 
 class JaxProgram(JaxModule):
@@ -373,12 +452,13 @@ class JaxProgram(JaxModule):
         return [outputs[name] for name in self._outputs]
 
     def leaves(self) -> Iterator[JaxLeaf]:
-        for member in self.members:
-            yield from member.module.leaves()
+        for _, leaf in _leaf_paths(self.members, ""):
+            yield leaf
 
     def stateful_paths(self, path: str) -> Iterator[tuple[str, JaxLeaf]]:
-        for member in self.members:
-            yield from member.module.stateful_paths(member.name)
+        for leaf_path, leaf in _leaf_paths(self.members, ""):
+            if leaf.kernel.stateful:
+                yield leaf_path, leaf
 
     def initial_states(self) -> dict[str, Any]:
         return {path: _initial_state(leaf) for path, leaf in self.stateful_paths("")}
@@ -409,31 +489,29 @@ def build(model: Model, registry: OpRegistry | None = None) -> JaxProgram:
         registry = discovered("jax")
     check_expansion(model.nodes)  # tracing unrolls every call: the expansion is the cost
     children_of = children_by_parent(model.nodes)
-    by_id = {node.id: node for node in model.nodes}
     built: dict[str, JaxModule] = {}
 
-    def module(node: Node) -> JaxModule:
-        target = by_id[node.calls] if node.calls is not None else node
-        if target.id in built:
-            return built[target.id]
-        if target.output_bindings is None:
-            parameters = {slot: model.parameters[key] for slot, key in target.parameters.items()}
-            obj = build_node(target, registry, children={}, parameters=parameters)
+    def members(scope: str | None) -> list[Member]:
+        return [Member(child.name, built[child.calls or child.id], child) for child in children_of.get(scope, ())]
+
+    # Leaves first, in document order (the first bad one is the one reported), then each
+    # composite after its children and the targets its calling children call: no recursion,
+    # however deep the tree.
+    for node in model.nodes:
+        if node.calls is None and node.output_bindings is None:
+            parameters = {slot: model.parameters[key] for slot, key in node.parameters.items()}
+            obj = build_node(node, registry, children={}, parameters=parameters)
             if not isinstance(obj, JaxLeaf):
                 raise ImportModelError(
-                    f"the jax factory of leaf op {target.op!r} built a {type(obj).__name__}, not a "
+                    f"the jax factory of leaf op {node.op!r} built a {type(obj).__name__}, not a "
                     "trama_jax.JaxKernel (a leaf's jax factory returns JaxKernel(apply, tensor_slots=...))",
-                    node_id=target.id,
+                    node_id=node.id,
                 )
-            made: JaxModule = obj
-        else:
-            parameters = {slot: model.parameters[key] for slot, key in target.parameters.items()}
-            made = JaxComposite(target, members(target.id), parameters)
-        built[target.id] = made
-        return made
-
-    def members(scope: str | None) -> list[Member]:
-        return [Member(child.name, module(child), child) for child in children_of.get(scope, ())]
+            built[node.id] = obj
+    for node in build_order(model.nodes, children_of):
+        if node.calls is None and node.output_bindings is not None:
+            parameters = {slot: model.parameters[key] for slot, key in node.parameters.items()}
+            built[node.id] = JaxComposite(node, members(node.id), parameters)
 
     program = JaxProgram(model, members(None))
     if len(program.members) == 1:
@@ -566,6 +644,25 @@ def _with_values(document: Model, values: Mapping[str, Any]) -> Model:
 
 
 # --- Helpers --------------------------------------------------------------------------------
+
+
+def value_size_problem(value: Any) -> str | None:
+    """Why a value a kernel made (a traced one, whose shape is known before XLA compiles
+    anything) is refused: more than :data:`~trama.catalog._limits.MAX_TENSOR_BYTES`. XLA aborts
+    the process on a shape whose byte size overflows 64 bits, so such a value must never reach
+    it; one merely too large for this machine fails later, as an error. ``None`` when it fits
+    (or has no shape: a Python number, a tuple of values is checked element by element)."""
+    if isinstance(value, tuple | list):
+        return next((p for p in map(value_size_problem, value) if p is not None), None)
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is None or dtype is None:
+        return None
+    try:
+        itemsize = np.dtype(dtype).itemsize
+    except TypeError:
+        return None
+    problem = extent_problem(shape, itemsize, limit=MAX_TENSOR_BYTES)
+    return None if problem is None else f"with {problem}"
 
 
 def _trainable(entry: Parameter) -> bool:

@@ -28,10 +28,10 @@ from typing import Any, TypeVar
 import jax
 import numpy as np
 
-from trama.errors import ExecutionError
-from trama.execution import Runnable, State, order_inputs, static_costs
+from trama.errors import ExecutionError, TramaError
+from trama.execution import Runnable, State, describe_failure, framework_failures, order_inputs, static_costs
 from trama.format import Model, numpy_dtype
-from trama_jax.model import Evaluation, JaxComposite, JaxLeaf, JaxModule, JaxProgram, walk
+from trama_jax.model import Evaluation, JaxComposite, JaxLeaf, JaxModule, JaxProgram, value_size_problem, walk
 from trama_jax.runtime import device_name
 
 __all__ = ["JaxRunnable", "Segment", "ready"]
@@ -118,7 +118,9 @@ class _Program:
             found[0] = (structure, [leaf if _is_python_value(leaf) else None for leaf in leaves])
             return [leaf for leaf in leaves if not _is_python_value(leaf)], new_states
 
-        compiled = jax.jit(arrays_only).lower(params, states, inputs).compile()
+        traced = jax.jit(arrays_only).trace(params, states, inputs)
+        check_values(traced.jaxpr)
+        compiled = traced.lower().compile()
         return cls(compiled, found[0])
 
     def __call__(self, params: Mapping[str, Any], states: dict[str, Any] | None, inputs: Mapping[str, Any]) -> Any:
@@ -129,6 +131,30 @@ class _Program:
         arrays = iter(outputs)
         whole = [next(arrays) if leaf is None else leaf for leaf in leaves]
         return jax.tree.unflatten(structure, whole), new_states
+
+
+def check_values(program: Any) -> None:
+    """Refuse a traced program that makes a value of more than trama's
+    :data:`~trama.catalog._limits.MAX_TENSOR_BYTES`, before XLA compiles it: XLA aborts the
+    whole process on a shape whose byte size overflows 64 bits. Every leaf's outputs were
+    checked as it was traced (naming the node); this walks every equation of the program, its
+    inner programs included (iteratively), for the values made inside a kernel."""
+    pending = [program]
+    seen: set[int] = set()
+    while pending:
+        jaxpr = pending.pop()
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr holds its Jaxpr
+        if id(jaxpr) in seen or not hasattr(jaxpr, "eqns"):
+            continue
+        seen.add(id(jaxpr))
+        for eqn in jaxpr.eqns:
+            for var in eqn.outvars:
+                problem = value_size_problem(getattr(var, "aval", None))
+                if problem is not None:
+                    raise ExecutionError(f"the program would make a value ({eqn.primitive}) {problem}")
+            for param in eqn.params.values():
+                items = param if isinstance(param, tuple | list) else (param,)
+                pending.extend(item for item in items if hasattr(item, "eqns") or hasattr(item, "jaxpr"))
 
 
 def _is_python_value(leaf: Any) -> bool:
@@ -204,15 +230,15 @@ class JaxRunnable(Runnable):
         return len(devices) <= 1
 
     def _segment_roots(self) -> Iterator[str]:
-        """The highest paths whose subtrees each run on one device."""
-        pending = [member.name for member in self._program.members]
+        """The highest paths whose subtrees each run on one device, in document order."""
+        pending = [member.name for member in reversed(self._program.members)]
         while pending:
-            path = pending.pop(0)
+            path = pending.pop()
             module = self._paths[path]
             if self._uniform(path) or not isinstance(module, JaxComposite):
                 yield path
             else:
-                pending[:0] = [f"{path}.{member.name}" for member in module.members]
+                pending.extend(f"{path}.{member.name}" for member in reversed(module.members))
 
     def _home_devices(self) -> dict[str, jax.Device]:
         """Each tensor entry's device: that of the first leaf (in document order) using it."""
@@ -270,13 +296,42 @@ class JaxRunnable(Runnable):
         return self._program
 
     def run(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
-        return self._execute(self._inputs(inputs), None)
+        values = self._inputs(inputs)
+        try:
+            return self._execute(values, None)
+        except TramaError:
+            raise
+        except Exception as exc:
+            raise self._failure(exc, values) from exc
 
     def run_with_state(self, inputs: Sequence[Any] | Mapping[str, Any], states: dict[str, Any]) -> list[Any]:
-        return self._execute(self._inputs(inputs), states)
+        values = self._inputs(inputs)
+        try:
+            return self._execute(values, states)
+        except TramaError:
+            raise
+        except Exception as exc:
+            raise self._failure(exc, values) from exc
 
     def spawn_state(self) -> State:
-        return State(self, self._program.initial_states())
+        with framework_failures("starting a state"):
+            return State(self, self._program.initial_states())
+
+    def _failure(self, exc: Exception, values: dict[str, Any]) -> ExecutionError:
+        """An :class:`ExecutionError` for what JAX or XLA raised running the compiled program(s),
+        naming the node it came from: a compiled program does not say, so the inputs are run
+        again op by op (each leaf on its own, as profiles do), where the failing leaf names
+        itself. Only a failing run pays for that."""
+        located: ExecutionError | None = None
+        try:
+            ready(self._program.compute(_Probe(self), "", values))
+        except ExecutionError as again:
+            located = again if again.node_id is not None else None
+        except Exception:  # the op-by-op run fails another way: say what the first one said
+            located = None
+        if located is not None:
+            return located
+        return ExecutionError(f"running the model failed: {describe_failure(exc)}")
 
     def _inputs(self, inputs: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
         names = self.model.inputs
@@ -327,15 +382,18 @@ class JaxRunnable(Runnable):
         program(s), after compiling; each node's ``seconds`` comes from a second, op-by-op run
         that waits for every leaf (a compiled program has no per-node times: XLA fuses them)."""
         values = self._inputs(inputs)
-        ready(self._execute(values, None))  # compiled, if it was not yet
-        started = time.perf_counter()
-        ready(self._execute(values, None))
-        total = time.perf_counter() - started
-        probe = _Probe(self)
-        ready(self._program.compute(probe, "", values))  # op by op, each primitive compiled on first use
-        probe = _Probe(self)
-        ready(self._program.compute(probe, "", values))  # the timed one
-        profile = static_costs(self.model, probe.calls, probe.seconds, probe.shapes, total, runtime=self._runtime_name)
+        ready(self.run(values))  # compiled, if it was not yet; a failure named as a run's
+        with framework_failures("profiling"):
+            started = time.perf_counter()
+            ready(self._execute(values, None))
+            total = time.perf_counter() - started
+            probe = _Probe(self)
+            ready(self._program.compute(probe, "", values))  # op by op, each primitive compiled on first use
+            probe = _Probe(self)
+            ready(self._program.compute(probe, "", values))  # the timed one
+            profile = static_costs(
+                self.model, probe.calls, probe.seconds, probe.shapes, total, runtime=self._runtime_name
+            )
         profile["compile"] = {
             "seconds": self.compile_seconds,
             "programs": sum(segment.compilations for segment in self._segments.values()),
@@ -344,14 +402,14 @@ class JaxRunnable(Runnable):
 
 
 def _paths(program: JaxProgram) -> Iterator[tuple[str, JaxModule]]:
-    """Every node of the program by its path, parents first; a called module once per call,
-    under the caller's path."""
-    pending = [(member.name, member.module) for member in program.members]
+    """Every node of the program by its path, parents first, in document order; a called module
+    once per call, under the caller's path."""
+    pending = [(member.name, member.module) for member in reversed(program.members)]
     while pending:
-        path, module = pending.pop(0)
+        path, module = pending.pop()
         yield path, module
         if isinstance(module, JaxComposite):
-            pending[:0] = [(f"{path}.{member.name}", member.module) for member in module.members]
+            pending.extend((f"{path}.{member.name}", member.module) for member in reversed(module.members))
 
 
 class _Placed(Evaluation):
@@ -366,6 +424,9 @@ class _Placed(Evaluation):
         if path in self._runnable.segments:
             return self.segment(path, module, inputs)
         return module.compute(self, path, inputs)
+
+    def descends(self, module: JaxComposite, path: str) -> bool:
+        return path not in self._runnable.segments  # a segment runs compiled, as one call
 
     def segment(self, path: str, module: JaxModule, inputs: Mapping[str, Any]) -> dict[str, Any]:
         segment = self._runnable.segments[path]

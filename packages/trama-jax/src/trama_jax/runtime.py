@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from trama.errors import ExecutionError, RuntimeNotFoundError
-from trama.execution import Runtime, resolve_placement
+from trama.execution import Runtime, check_facts, framework_failures, resolve_placement
 from trama.format import Model
 
 if TYPE_CHECKING:
@@ -108,21 +108,27 @@ class JaxRuntime(Runtime):
 
     def prepare(self, model: Model, placement: Mapping[str, str] | None = None) -> JaxRunnable:
         """Check the document, build its modules, put their tensors on their devices, and compile
-        it right away if its input facts say every shape and dtype."""
+        it right away if its input facts say every shape and dtype.
+
+        Facts are checked against trama's bounds first (:func:`trama.execution.check_facts`), and
+        every failure is a trama error: JAX's and XLA's own exceptions come out as
+        :class:`trama.ExecutionError`."""
         from trama.extension import registry as discovered
         from trama.format import validate
         from trama_jax.model import build
         from trama_jax.runnable import JaxRunnable
 
+        check_facts(model)  # before XLA sees a shape: one whose byte size overflows aborts it
         if not self.is_available():
             listing = ", ".join(available_devices()) or "none (is jax installed?)"
             raise RuntimeNotFoundError(f"runtime {self.name()!r} is not available here; JAX devices: {listing}")
         device = resolve_device(self.device)
         placed = _check_placement(model, placement)
-        registry = discovered(self.framework)
-        validate(model, registry)
-        runnable = JaxRunnable(self.name(), model, build(model, registry), device, placed)
-        runnable.compile_for_facts()
+        with framework_failures("preparing the model"):
+            registry = discovered(self.framework)
+            validate(model, registry)
+            runnable = JaxRunnable(self.name(), model, build(model, registry), device, placed)
+            runnable.compile_for_facts()
         return runnable
 
 

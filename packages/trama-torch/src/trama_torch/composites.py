@@ -18,14 +18,16 @@ does not pass: see :func:`child_nodes`.
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from torch import nn
 
 from trama.errors import ImportModelError
 from trama.format import Node, Parameter
+from trama_torch.walk import evaluation_mode
 from trama_torch.wiring import ScopeModule, as_module, scope_module, torch_name
 
 __all__ = ["child_module_names", "child_nodes", "composite_factories"]
@@ -36,9 +38,9 @@ def sequential(node: Node, *, children: Mapping[str, Any], parameters: Mapping[s
     the exporter escaped, where it had to: RegNet's ``block1-0``)."""
     nodes = getattr(children, "nodes", None)
     names = {name: torch_name(nodes[name]) for name in children} if isinstance(nodes, Mapping) else {}
-    return nn.Sequential(
-        OrderedDict((names.get(name, name), as_module(child)) for name, child in children.items())
-    ).eval()
+    return _in_eval_mode(
+        nn.Sequential(OrderedDict((names.get(name, name), as_module(child)) for name, child in children.items()))
+    )
 
 
 def transformer_encoder(
@@ -64,7 +66,7 @@ def transformer_encoder(
     encoder.layers = nn.ModuleList(layers)
     encoder.num_layers = len(layers)
     encoder.enable_nested_tensor = bool(setting.value) if setting is not None else True
-    return encoder.eval()
+    return _in_eval_mode(encoder)
 
 
 def graph(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> ScopeModule:
@@ -85,7 +87,26 @@ def graph(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, P
         always_tuple=False,
         class_name=class_name if class_name.isidentifier() else "Graph",
     )
-    return module.eval()
+    return _in_eval_mode(module)
+
+
+#: The containers these factories built, each wholly in eval mode when it was: a parent built
+#: over them need not walk their subtrees again.
+_IN_EVAL_MODE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+
+ContainerT = TypeVar("ContainerT", bound=nn.Module)
+
+
+def _in_eval_mode(container: ContainerT) -> ContainerT:
+    """``container.eval()`` at the cost of what is new in it: a child container these factories
+    built is in eval mode already, so only the other children are walked (every module of a
+    deep tree would otherwise be walked once per level above it)."""
+    container.training = False
+    for child in container._modules.values():
+        if child is not None and child not in _IN_EVAL_MODE:
+            evaluation_mode(child)
+    _IN_EVAL_MODE.add(container)
+    return container
 
 
 def child_nodes(node: Node, children: Mapping[str, Any]) -> Mapping[str, Node]:

@@ -21,6 +21,7 @@ from typing import Any
 from trama.extension import registry as discovered
 from trama.format import Model, Node, children_by_parent
 from trama_torch.composites import child_module_names
+from trama_torch.walk import module_at
 from trama_torch.wiring import ScopeModule, call_node, scope_module
 
 __all__ = ["DocumentModule", "call_node", "import_document"]
@@ -72,7 +73,9 @@ def _node_modules(nodes: list[Node], scopes: dict[str | None, list[Node]], modul
         children = scopes.get(node.id, [])
         if node.id not in found or not children:
             continue
-        owner = module.get_submodule(found[node.id])
+        owner = module_at(module, found[node.id])
+        if owner is None:  # a name that holds a constant's tensor, not a module
+            continue
         names = (
             owner.child_attributes
             if isinstance(owner, ScopeModule)
@@ -84,5 +87,4 @@ def _node_modules(nodes: list[Node], scopes: dict[str | None, list[Node]], modul
     for node in nodes:
         if node.calls is not None and node.calls in found:
             found[node.id] = found[node.calls]
-    modules = {name for name, _ in module.named_modules(remove_duplicate=False)}
-    return {node_id: name for node_id, name in found.items() if name in modules}
+    return {node_id: name for node_id, name in found.items() if module_at(module, name) is not None}

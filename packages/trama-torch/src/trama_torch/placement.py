@@ -37,6 +37,7 @@ from trama.errors import ExecutionError
 from trama.execution import resolve_placement as check_placement
 from trama.format import Model
 from trama_torch.devices import move, resolve_device
+from trama_torch.walk import move_to, submodules
 
 __all__ = ["place", "resolve_placement"]
 
@@ -68,7 +69,7 @@ def place(
             placed[name] = device
             module = root.get_submodule(name)
             _copy_shared(root, name, device)
-            module.to(device)
+            move_to(module, device)
             module.register_forward_pre_hook(_inputs_to(device), with_kwargs=True)
             module.register_forward_hook(_outputs_to(outer))
     _check_parameters(root, placed, default)
@@ -117,15 +118,15 @@ def _copy_shared(root: nn.Module, name: str, device: torch.device) -> None:
     """Give the subtree ``name`` its own copy, on ``device``, of each parameter and buffer that a
     module outside it uses too (one copy per tensor, so ties inside the subtree stay)."""
     subtree = root.get_submodule(name)
-    inside = {id(module) for module in subtree.modules()}
+    inside = {id(module) for _, module in submodules(subtree)}
     outside = {
         id(tensor)
-        for module in root.modules()
+        for _, module in submodules(root)
         if id(module) not in inside
         for tensor in (*module.parameters(recurse=False), *module.buffers(recurse=False))
     }
     copies: dict[int, torch.Tensor] = {}
-    for module in subtree.modules():
+    for _, module in submodules(subtree):
         tensors = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
         for key, tensor in tensors:
             if id(tensor) in outside and tensor.device != device:
@@ -140,7 +141,7 @@ def _check_parameters(root: nn.Module, placed: Mapping[str, torch.device], defau
     """Refuse a parameter or buffer that is not where its module runs (a safety net: after
     :func:`_copy_shared`, none should be), rather than fail at run time with a device mismatch
     far from the cause."""
-    for name, module in root.named_modules(remove_duplicate=False):
+    for name, module in submodules(root, remove_duplicate=False):
         expected = _placed_device(name, placed, default)
         tensors = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
         for tensor_name, tensor in tensors:

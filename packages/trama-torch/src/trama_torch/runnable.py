@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from trama.errors import ExecutionError, TramaError
-from trama.execution import Runnable, State, order_inputs, static_costs
+from trama.execution import Runnable, State, describe_failure, framework_failures, order_inputs, static_costs
 from trama.format import Model
 from trama_torch.devices import move
 from trama_torch.streaming import RecurrentStreaming
@@ -49,11 +49,14 @@ class TorchRunnable(Runnable):
         node_modules: Mapping[str, str],
         device: torch.device,
         streaming: RecurrentStreaming,
+        program: nn.Module | None = None,
     ) -> None:
         self._runtime_name = runtime_name
         self._model = model
         self._names = list(model.inputs)
         self._module = module
+        #: What a run calls: the flattened program (:mod:`trama_torch.flat`), else the module.
+        self._program = program if program is not None else module
         self._node_modules = node_modules
         self._device = device
         self._streaming = streaming if streaming.node_ids else None
@@ -70,6 +73,12 @@ class TorchRunnable(Runnable):
     @property
     def device(self) -> torch.device:
         return self._device
+
+    @property
+    def program(self) -> nn.Module:
+        """What each run calls: the document module flattened into one program, its composites
+        inlined (:mod:`trama_torch.flat`; ``print(runnable.program.code)`` shows it)."""
+        return self._program
 
     def run(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         """The outputs, as tensors on the runtime's device; recurrent nodes start from zeros."""
@@ -117,11 +126,12 @@ class TorchRunnable(Runnable):
         return [move(output, device) for output in outputs]
 
     def _forward(self, values: list[torch.Tensor], states: dict[str, Any] | None) -> Any:
-        """One call of the document module. Its ``forward`` is called directly: the document
-        module itself never carries hooks (those of placement, streaming and probes are on node
-        modules, which run through ``__call__`` as usual), and skipping ``__call__`` at the top
-        saves about 2 µs, a third of the runtime's overhead per run."""
-        forward = self._module.forward
+        """One call of the document's flattened program (the document module's own wiring, its
+        composites inlined: no recursion however deep the tree). Its ``forward`` is called
+        directly: the program itself never carries hooks (those of placement, streaming and
+        probes are on node modules, which run through ``__call__`` as usual), and skipping
+        ``__call__`` at the top saves about 2 µs, a third of the runtime's overhead per run."""
+        forward = self._program.forward
         with torch.inference_mode():
             if self._streaming is None:
                 return forward(*values)
@@ -142,7 +152,7 @@ class TorchRunnable(Runnable):
                 except Exception:  # the same failure, now located
                     assert isinstance(probe, FailureProbe)
                     node_id = probe.culprit
-        message = exc.message if isinstance(exc, TramaError) else f"{type(exc).__name__}: {exc}"
+        message = exc.message if isinstance(exc, TramaError) else describe_failure(exc)
         if node_id is not None:
             op = next((node.op for node in self._model.nodes if node.id == node_id), "node")
             message = f"{op} failed: {message}"
@@ -159,9 +169,11 @@ class TorchRunnable(Runnable):
         return lambda: None
 
     def _inputs(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
-        return [
-            self._value(name, value) for name, value in zip(self._names, order_inputs(self._names, inputs), strict=True)
-        ]
+        converted = []
+        for name, value in zip(self._names, order_inputs(self._names, inputs), strict=True):
+            with framework_failures(f"converting input {name!r}"):
+                converted.append(self._value(name, value))
+        return converted
 
     def _value(self, name: str, value: Any) -> Any:
         """Input ``name`` for the module: a tensor on the runtime's device, or, for a Python

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from trama.execution import Runtime
+from trama.execution import Runtime, check_facts, framework_failures
 from trama.format import Model
 from trama_torch.devices import device_available, resolve_device
 
@@ -48,23 +48,32 @@ class TorchRuntime(Runtime):
 
     def prepare(self, model: Model, placement: Mapping[str, str] | None = None) -> TorchRunnable:
         """Validate ``model`` and build its module once (``import_document`` validates against
-        the torch registry), move it to the device, apply ``placement`` and put it in eval mode.
+        the torch registry), move it to the device, apply ``placement``, put it in eval mode and
+        flatten it into the program each run calls (:mod:`trama_torch.flat`).
+
+        The facts are checked against trama's bounds first (:func:`trama.execution.check_facts`).
         Raises :class:`trama.ExecutionError` for a device or placement that cannot be honoured
-        here, and the validation and import errors of a bad model."""
+        here, the validation and import errors of a bad model, and an ``ExecutionError`` for
+        anything torch raises (a tensor too large for the device's memory)."""
+        from trama_torch.flat import flat_program
         from trama_torch.importing import import_document
         from trama_torch.placement import place, resolve_placement
         from trama_torch.runnable import TorchRunnable
         from trama_torch.streaming import RecurrentStreaming
+        from trama_torch.walk import evaluation_mode, move_to
 
+        check_facts(model)
         device = resolve_device(self.device)
         devices = resolve_placement(model, placement or {})
-        module = import_document(model)
-        module.to(device)
-        node_modules: dict[str, str] = dict(module.node_modules)
-        place(module, node_modules, devices, device)
-        module.eval()
-        streaming = RecurrentStreaming(module, model, node_modules)
-        return TorchRunnable(self.name(), model, module, node_modules, device, streaming)
+        with framework_failures("preparing the model"):
+            module = import_document(model)
+            move_to(module, device)
+            node_modules: dict[str, str] = dict(module.node_modules)
+            place(module, node_modules, devices, device)
+            evaluation_mode(module)
+            streaming = RecurrentStreaming(module, model, node_modules)
+            program = flat_program(module)
+            return TorchRunnable(self.name(), model, module, node_modules, device, streaming, program)
 
 
 def runtimes() -> list[TorchRuntime]:

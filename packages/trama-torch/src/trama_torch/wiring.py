@@ -40,6 +40,7 @@ from torch import nn
 from trama.catalog import op_namespace
 from trama.format import INPUT, Node, Ref
 from trama_torch import leaves
+from trama_torch.walk import submodules
 
 __all__ = ["ScopeModule", "as_module", "call_arguments", "call_node", "result_paths", "scope_module", "torch_name"]
 
@@ -150,6 +151,18 @@ class ScopeModule(fx.GraphModule):
 
     child_attributes: dict[str, str]
 
+    def _recompile_submodules(self) -> list[tuple[str, Any]]:
+        """``GraphModule`` recompiles every child ``GraphModule`` whenever it compiles itself, and
+        they theirs, down the tree: building a tree of scopes bottom-up (each compiled as it is
+        built) would compile the scope ``k`` levels down ``k`` times, by recursion, a few frames
+        per level. A child scope was compiled when it was built and its graph is not edited
+        after, so only other ``GraphModule`` children are recompiled here."""
+        return [
+            (name, child.recompile())
+            for name, child in self.named_children()
+            if isinstance(child, fx.GraphModule) and not isinstance(child, ScopeModule)
+        ]
+
 
 def scope_module(
     *,
@@ -230,9 +243,11 @@ def scope_module(
     results = tuple(value(ref) for ref in outputs)
     graph.output(results[0] if len(results) == 1 and not always_tuple else results)
     module = (module_class or ScopeModule)(holder, graph, class_name=class_name)
-    for path, part in holder.named_modules():  # GraphModule copies buffers as persistent
+    # GraphModule copies buffers as persistent. A child scope module is held whole, with its own
+    # buffers' flags, so the walk stops there (and never recurses: a document may nest deep).
+    for path, part in submodules(holder, stop=lambda sub: isinstance(sub, ScopeModule)):
         if isinstance(part, ScopeModule) and path:
-            continue  # a child scope module is held whole, with its own buffers' flags
+            continue
         copy = module.get_submodule(path) if path else module
         for attribute in part._non_persistent_buffers_set:
             copy.register_buffer(attribute, getattr(copy, attribute), persistent=False)

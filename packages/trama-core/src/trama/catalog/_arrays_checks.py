@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from trama.catalog._limits import MAX_ELEMENTS, MAX_TENSOR_BYTES, extent_problem, shown_limit
 from trama.catalog._reader import (
     REQUIRED,
     Checker,
@@ -27,6 +28,7 @@ from trama.catalog._reader import (
     IntList,
     Number,
     Reader,
+    Relation,
     is_int,
     is_number,
 )
@@ -35,6 +37,7 @@ from trama.format._dtypes import DTYPE_NAMES, numpy_dtype
 __all__ = [
     "CHECKERS",
     "Scalar",
+    "arange_length",
     "arange_values",
     "einsum_shapes",
     "einsum_terms",
@@ -219,14 +222,52 @@ def _arange(reader: Reader) -> None:
     dtype = reader.values["dtype"]
     if step == 0:
         raise reader.error("step must not be 0")
-    if (end - start) * step < 0:
+    if (end > start and step < 0) or (end < start and step > 0):  # comparisons: no overflow
         raise reader.error(f"step {step!r} goes away from end {end!r} (start {start!r})")
     integral = all(is_int(value) for value in (start, end, step))
     if dtype == "bool":
         raise reader.error("dtype bool is not allowed (torch refuses it)")
     if dtype in _INTEGER_DTYPES and not integral:
         raise reader.error(f"dtype {dtype} needs integer start, end and step, got {start!r}, {end!r}, {step!r}")
-    reader.values["result_dtype"] = dtype or ("int64" if integral else "float32")
+    result = reader.values["result_dtype"] = dtype or ("int64" if integral else "float32")
+    length = arange_length(start, end, step)
+    itemsize = numpy_dtype(result).itemsize
+    if length > MAX_TENSOR_BYTES // itemsize:
+        count = "too many" if math.isinf(length) else str(int(length))
+        raise reader.error(
+            f"start {start!r}, end {end!r} and step {step!r} make {count} {result} values, more than "
+            f"{shown_limit(MAX_TENSOR_BYTES)} bytes, trama's limit (docs/format.md, section 7)"
+        )
+
+
+def arange_length(start: float, end: float, step: float) -> float:
+    """How many values ``arange`` makes: ``⌈(end − start) / step⌉`` (at least 0), computed in
+    float64 as the kernels compute it; ``inf`` where float64 overflows (a span of 1e308 by
+    steps of 1e-308), which no check lets through."""
+    try:
+        span = (float(end) - float(start)) / float(step)
+    except OverflowError:  # an int beyond float64
+        return math.inf
+    return float(max(0, math.ceil(span))) if math.isfinite(span) else math.inf
+
+
+def _created(reader: Reader) -> None:
+    """A created tensor (``zeros``, ``ones``, ``full``) of at most 2**48 bytes."""
+    problem = extent_problem(reader.values["size"], numpy_dtype(reader.values["result_dtype"]).itemsize)
+    if problem is not None:
+        raise reader.error(f"size: {problem}")
+
+
+def _extent(slot: str) -> Relation:
+    """The shape (or the counts multiplying one) in ``slot`` holds at most 2**48 elements; a
+    ``-1`` (keep that size) counts as 1."""
+
+    def check(reader: Reader) -> None:
+        problem = extent_problem(reader.values[slot], limit=MAX_ELEMENTS)
+        if problem is not None:
+            raise reader.error(f"{slot}: {problem}")
+
+    return check
 
 
 def _full(reader: Reader) -> None:
@@ -268,7 +309,7 @@ def _like(reader: Reader) -> None:
 def arange_values(start: float, end: float, step: float, dtype: str) -> np.ndarray:
     """``arange``'s values: ``start + i·step`` in float64 (exact integers for integer settings),
     rounded once to ``dtype``; the length is ``⌈(end − start) / step⌉``, computed in float64."""
-    length = max(0, math.ceil((float(end) - float(start)) / float(step)))
+    length = int(arange_length(start, end, step))
     target = numpy_dtype(dtype)
     if all(is_int(value) for value in (start, end, step)):
         with np.errstate(over="ignore"):
@@ -344,7 +385,7 @@ def scattered_slice(shape: tuple[int, ...], src: tuple[int, ...], settings: Any)
 
 
 CHECKERS: dict[str, Checker] = {
-    "expand": Checker({"size": IntList(minimum=-1)}),
+    "expand": Checker({"size": IntList(minimum=-1)}, (_extent("size"),)),
     "gather": Checker({"dim": _DIM}),
     "index_select": Checker({"dim": _DIM}),
     "cumsum": Checker({"dim": _DIM}),
@@ -362,8 +403,8 @@ CHECKERS: dict[str, Checker] = {
             "step": Integer(minimum=1, default=1),
         }
     ),
-    "repeat": Checker({"repeats": IntList(minimum=0)}),
-    "tile": Checker({"dims": IntList(minimum=0)}),
+    "repeat": Checker({"repeats": IntList(minimum=0)}, (_extent("repeats"),)),
+    "tile": Checker({"dims": IntList(minimum=0)}, (_extent("dims"),)),
     "einsum": Checker({"equation": Equation()}, (_einsum_ports,)),
     "min": _REDUCTION,
     "argmin": _SINGLE,
@@ -377,9 +418,9 @@ CHECKERS: dict[str, Checker] = {
     "arange": Checker(
         {"start": Scalar(default=0), "end": Scalar(), "step": Scalar(default=1), "dtype": _DTYPE}, (_arange,)
     ),
-    "full": Checker({"size": _SIZE, "fill_value": _FILL, "dtype": _DTYPE}, (_full,)),
-    "zeros": Checker({"size": _SIZE, "dtype": _DTYPE}, (_default_float,)),
-    "ones": Checker({"size": _SIZE, "dtype": _DTYPE}, (_default_float,)),
+    "full": Checker({"size": _SIZE, "fill_value": _FILL, "dtype": _DTYPE}, (_full, _created)),
+    "zeros": Checker({"size": _SIZE, "dtype": _DTYPE}, (_default_float, _created)),
+    "ones": Checker({"size": _SIZE, "dtype": _DTYPE}, (_default_float, _created)),
     "full_like": Checker({"fill_value": _FILL, "dtype": _DTYPE}, (_fill_like,)),
     "zeros_like": Checker({"dtype": _DTYPE}, (_like,)),
     "ones_like": Checker({"dtype": _DTYPE}, (_like,)),

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trama.catalog._geometry import PAD_MODES
+from trama.catalog._limits import MAX_ELEMENTS, extent_problem
 from trama.catalog._reader import (
     Checker,
     Choice,
@@ -28,7 +29,7 @@ from trama.catalog._reader import (
     is_int,
 )
 
-__all__ = ["CHECKERS"]
+__all__ = ["CHECKERS", "bounded_output_size", "pool_rules", "pool_windows"]
 
 
 # --- Dense maps ---------------------------------------------------------------------------
@@ -192,6 +193,14 @@ class OutputSize(RequiredList):
         return tuple(None if v is None else int(v) for v in value)
 
 
+def bounded_output_size(reader: Reader) -> None:
+    """An adaptive pool's ``output_size`` holds at most 2**48 elements (``null``, the input's
+    size, counts as 1): a pool computes every output position."""
+    problem = extent_problem((size or 1 for size in reader.values["output_size"]), limit=MAX_ELEMENTS)
+    if problem is not None:
+        raise reader.error(f"output_size: {problem}")
+
+
 # --- Normalization ------------------------------------------------------------------------
 
 
@@ -314,7 +323,7 @@ CHECKERS: dict[str, Checker] = {
         },
         (pool_windows,),
     ),
-    "AdaptiveAvgPool2d": Checker({"output_size": OutputSize()}),
+    "AdaptiveAvgPool2d": Checker({"output_size": OutputSize()}, (bounded_output_size,)),
     "BatchNorm1d": _batch_norm(),
     "BatchNorm2d": _batch_norm(),
     "LayerNorm": Checker(

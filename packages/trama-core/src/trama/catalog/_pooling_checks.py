@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trama.catalog._layer_checks import pool_rules, pool_windows
+from trama.catalog._layer_checks import bounded_output_size, pool_rules, pool_windows
+from trama.catalog._limits import MAX_ELEMENTS, extent_problem, shown_limit
 from trama.catalog._pooling_geometry import RESAMPLING_RANKS
 from trama.catalog._reader import (
     REQUIRED,
@@ -75,7 +76,7 @@ class OutputSize:
 
 
 def _adaptive(dims: int) -> Checker:
-    return Checker({"output_size": OutputSize(dims, nullable_entries=dims > 1)})
+    return Checker({"output_size": OutputSize(dims, nullable_entries=dims > 1)}, (bounded_output_size,))
 
 
 # --- Resampling -------------------------------------------------------------------------------
@@ -159,6 +160,26 @@ def _resampling(reader: Reader) -> None:
         values["align_corners"] = False
     if values["recompute_scale_factor"] and values["size"] is not None:
         raise reader.error("recompute_scale_factor is not meaningful with an explicit size")
+    _resampled_extent(reader)
+
+
+def _resampled_extent(reader: Reader) -> None:
+    """The output's spatial extent that ``size`` gives, or the factor ``scale_factor`` multiplies
+    the input's by, is at most 2**48 (elements): beyond it no output fits trama's limit."""
+    size, scale = reader.values["size"], reader.values["scale_factor"]
+    if size is not None:
+        problem = extent_problem(size if isinstance(size, tuple) else (size,), limit=MAX_ELEMENTS)
+        if problem is not None:
+            raise reader.error(f"size: {problem}")
+    if scale is not None:
+        product = 1.0
+        for factor in scale if isinstance(scale, tuple) else (scale,):
+            product *= max(factor, 1.0)
+        if product > MAX_ELEMENTS:
+            raise reader.error(
+                f"scale_factor {scale!r} multiplies the input's size by more than {shown_limit(MAX_ELEMENTS)}, "
+                "trama's limit (docs/format.md, section 7)"
+            )
 
 
 _RESAMPLE = Checker(

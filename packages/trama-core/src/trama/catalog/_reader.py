@@ -22,6 +22,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from trama.catalog._build import REQUIRED
+from trama.catalog._limits import MAX_ELEMENTS, shown_limit
 from trama.errors import RegistryError
 from trama.extension._factorytable import setting
 from trama.format._model import Node, Parameter
@@ -215,6 +216,11 @@ class Reader:
 # --- Rules: how one setting is read --------------------------------------------------------
 
 
+def _largest(values: Sequence[Any]) -> int:
+    """The entry of largest magnitude (for a message about a bound)."""
+    return int(max(values, key=lambda v: abs(int(v))))
+
+
 def _literal(value: Any) -> str:
     """A choice as messages show it: strings quoted as Python does, ``None`` as ``null``."""
     return "null" if value is None else repr(value)
@@ -324,7 +330,12 @@ class Choice:
 @dataclass(frozen=True, slots=True)
 class IntList:
     """A list of ints, as a tuple: ``count`` of them (``None``: any number, ``non_empty`` or
-    not), each at least ``minimum`` (``None``: any)."""
+    not), each at least ``minimum`` (``None``: any).
+
+    Every entry is also at most :data:`~trama.catalog._limits.MAX_ELEMENTS` (2**48) in
+    magnitude, whatever the op: the catalog's int lists are sizes, counts, paddings, strides and
+    dimension indices, and none of them can exceed that in a tensor of at most 2**48 bytes, so a
+    larger one could only make a framework ask for more (or overflow its 64-bit arithmetic)."""
 
     count: int | None = None
     minimum: int | None = None
@@ -343,6 +354,11 @@ class IntList:
             or not all(is_int(v) and (self.minimum is None or v >= self.minimum) for v in value)
         ):
             raise reader.error(f"{slot} must be {self.describe()}, got {value!r}")
+        if any(abs(v) > MAX_ELEMENTS for v in value):
+            raise reader.error(
+                f"{slot} holds {_largest(value)}, beyond {shown_limit(MAX_ELEMENTS)}, the largest size, count or "
+                "index trama accepts (docs/format.md, section 7)"
+            )
         return tuple(int(v) for v in value)
 
     def describe(self) -> str:

@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 
 from trama.conversion._protocols import NodeFragment, Param
+from trama.conversion._stack import StackRoom
 from trama.errors import ExportError, TramaError
 from trama.format._model import INPUT, Model, Node, Parameter, Ref, ValueFact
+from trama.format._names import MAX_NODE_DEPTH
 from trama.format._specs import OpRegistry
 from trama.format._tensor import Tensor
 from trama.version import __version__
@@ -54,6 +56,8 @@ class _ExportSession:
         # (ExportContext.replace_input) by the inputs that stand for it.
         self.inputs: list[str] = []
         self.replaced: dict[str, list[str]] = {}
+        # Room on the stack for the exporters' recursion, while export_model runs.
+        self.room: StackRoom | None = None
 
     def add(self, slot: int, node: Node) -> None:
         """Put a finished node in its reserved place."""
@@ -202,6 +206,7 @@ class ExportContext:
         """
         session = self._session
         node_id = f"{self.node_id}.{name}"
+        _level(node_id)
         if any(active == target for active, _ in session.active):
             raise ExportError(
                 f"{node_id!r} cannot call {target!r}: that node is being exported and would contain its own "
@@ -343,6 +348,18 @@ class ExportContext:
         return self._session.entry(f"{self.node_id}.{slot}", value)
 
 
+def _level(node_id: str) -> int:
+    """How deep ``node_id`` nests (1 at the top); an ExportError past what a document may."""
+    level = node_id.count(".") + 1
+    if level > MAX_NODE_DEPTH:
+        raise ExportError(
+            f"the object tree nests deeper than {MAX_NODE_DEPTH} levels, the most a document may "
+            "(docs/format.md, section 7)",
+            node_id=node_id,
+        )
+    return level
+
+
 def _fragment_for(obj: Any, ctx: ExportContext) -> NodeFragment:
     to_node = getattr(obj, "to_node", None)
     if callable(to_node):
@@ -350,16 +367,28 @@ def _fragment_for(obj: Any, ctx: ExportContext) -> NodeFragment:
     else:
         fragment = None
         registry = ctx.registry
+        # An exporter that fails with a trama error has claimed the object and says why it cannot
+        # export it. Any other exception is a defect of that exporter: it must not keep the
+        # next exporters (other packs' objects) from being asked, so it is remembered, and named
+        # only if no exporter handles the object.
+        broken: list[str] = []
         for exporter in registry.exporters if registry is not None else ():
-            fragment = exporter(obj, ctx)
+            try:
+                fragment = exporter(obj, ctx)
+            except TramaError:
+                raise
+            except Exception as error:  # a defect of that exporter: named below if nothing handles obj
+                broken.append(f"{_callable_name(exporter)} raised {type(error).__name__}: {error}")
+                continue
             if fragment is not None:
                 break
         if fragment is None:
+            because = f"; exporters that failed on it: {'; '.join(broken)}" if broken else ""
             raise ExportError(
                 f"cannot export {type(obj).__module__}.{type(obj).__qualname__} at "
                 f"{ctx.node_id!r}: it has no to_node method (trama.ExportableOp) and no "
                 "registered exporter handles it; implement to_node, or register an exporter "
-                "through the plugin hooks",
+                f"through the plugin hooks{because}",
                 node_id=ctx.node_id,
             )
     if not isinstance(fragment, NodeFragment):
@@ -370,6 +399,12 @@ def _fragment_for(obj: Any, ctx: ExportContext) -> NodeFragment:
     return fragment
 
 
+def _callable_name(function: Any) -> str:
+    module = getattr(function, "__module__", None) or "?"
+    name = getattr(function, "__qualname__", None) or type(function).__qualname__
+    return f"{module}.{name}"
+
+
 def _export_object(
     session: _ExportSession,
     obj: Any,
@@ -377,6 +412,9 @@ def _export_object(
     inputs: Mapping[str, Ref],
     output_names: list[str] | None,
 ) -> dict[str, Ref]:
+    level = _level(node_id)
+    if session.room is not None:
+        session.room.at_level(level)
     slot = len(session.nodes)
     session.nodes.append(None)  # the parent comes before its children: reserve its place
     ctx = ExportContext(session, node_id, inputs, output_names)
@@ -454,7 +492,9 @@ def export_model(
     session.example_inputs = _checked_examples(example_inputs, inputs)
     session.dynamic_shapes = _checked_dynamic_shapes(dynamic_shapes, inputs)
     session.inputs = list(inputs)
-    _export_object(session, module, root, {name: Ref(INPUT, name) for name in inputs}, list(outputs))
+    with StackRoom(MAX_NODE_DEPTH) as session.room:  # exporters recurse, a few frames per level
+        _export_object(session, module, root, {name: Ref(INPUT, name) for name in inputs}, list(outputs))
+    session.room = None
     captured_inputs, captured_outputs = session.facts
     if input_facts is not None and session.replaced and len(input_facts) != len(session.inputs):
         raise ExportError(

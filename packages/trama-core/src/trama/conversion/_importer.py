@@ -12,7 +12,7 @@ from trama.format._model import Model, Node, Parameter, children_by_parent
 from trama.format._specs import OpRegistry, OpSpec
 from trama.format._validation import validate
 
-__all__ = ["Children", "build_node", "import_model"]
+__all__ = ["Children", "build_node", "build_order", "import_model"]
 
 
 class Children(dict[str, Any]):
@@ -62,7 +62,7 @@ def import_model(model: Model, *, registry: OpRegistry | None = None) -> Any:
     table: dict[str, Parameter] = model.parameters
     children_of = children_by_parent(model.nodes)
     built: dict[str, Any] = {}
-    for node in _build_order(model.nodes, children_of):
+    for node in build_order(model.nodes, children_of):
         if node.calls is not None:
             built[node.id] = built[node.calls]
             continue
@@ -81,7 +81,7 @@ def import_model(model: Model, *, registry: OpRegistry | None = None) -> Any:
     return roots
 
 
-def _build_order(nodes: list[Node], children_of: dict[str | None, list[Node]]) -> list[Node]:
+def build_order(nodes: list[Node], children_of: dict[str | None, list[Node]]) -> list[Node]:
     """Every node after what it needs: its children, or, for a calling node, its target.
 
     Without calls this is reverse document order (children come after parents in the

@@ -1,10 +1,13 @@
 """The execution layer: running a document. :class:`Runtime` and :class:`Runnable` are the API
 every framework's runtime implements; :class:`GraphRuntime` runs the flattened wiring with one
 kernel per leaf (:func:`build_plan`), and :func:`static_costs` counts what a run will do.
+Every runtime checks a document's facts against trama's bounds before building anything
+(:func:`check_facts`) and reports every failure as a trama error (:func:`framework_failures`).
 """
 
 from __future__ import annotations
 
+from trama.execution._bounds import MAX_TENSOR_BYTES, check_facts, describe_failure, framework_failures
 from trama.execution._costs import MACS, static_costs
 from trama.execution._plan import ExecutionPlan, Step, build_plan
 from trama.execution._runtime import (
@@ -23,6 +26,7 @@ from trama.execution._runtime import (
 
 __all__ = [
     "MACS",
+    "MAX_TENSOR_BYTES",
     "ExecutionPlan",
     "FrozenState",
     "GraphRunnable",
@@ -33,6 +37,9 @@ __all__ = [
     "State",
     "Step",
     "build_plan",
+    "check_facts",
+    "describe_failure",
+    "framework_failures",
     "order_inputs",
     "resolve_placement",
     "runtime_for_name",

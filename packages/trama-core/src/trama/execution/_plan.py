@@ -24,6 +24,7 @@ from typing import Any
 
 from trama.conversion._importer import build_node
 from trama.errors import ExecutionError, TramaError
+from trama.execution._bounds import describe_failure
 from trama.extension._kernels import StatefulKernel, as_kernel
 from trama.format._calls import expand_calls
 from trama.format._model import INPUT, Model, Node, Ref
@@ -87,9 +88,7 @@ class ExecutionPlan:
             except TramaError:
                 raise
             except Exception as exc:
-                raise ExecutionError(
-                    f"{step.node.op} failed: {type(exc).__name__}: {exc}", node_id=step.node.id
-                ) from exc
+                raise ExecutionError(f"{step.node.op} failed: {describe_failure(exc)}", node_id=step.node.id) from exc
             if timer is not None:
                 timer(step, clock() - started)
             for name, slot in step.outputs:

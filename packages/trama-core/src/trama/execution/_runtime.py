@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from trama.errors import ExecutionError, RuntimeNotFoundError
+from trama.execution._bounds import check_facts, framework_failures
 from trama.execution._costs import static_costs
 from trama.execution._plan import ExecutionPlan, Step, build_plan
 from trama.format._model import JSONValue, Model, ValueFact
@@ -36,6 +37,7 @@ __all__ = [
     "Runtime",
     "RuntimeInfo",
     "State",
+    "availability",
     "order_inputs",
     "resolve_placement",
     "runtime_for_name",
@@ -108,6 +110,23 @@ class RuntimeInfo:
     aliases: tuple[str, ...]
 
 
+def availability(runtime: Runtime) -> tuple[bool, str | None]:
+    """Whether ``runtime`` can run here, and why not: its own answer, or, when its check itself
+    fails (a framework that breaks on import, a plugin's defect), no, with what the check raised.
+    One runtime's broken check must not break the listing or the choice of the others."""
+    try:
+        if runtime.is_available():
+            return True, None
+        return False, runtime.unavailable_reason()
+    except Exception as error:  # a plugin's or a framework's defect, reported
+        message = " ".join(str(error).split())[:300]
+        return False, f"its availability check failed: {type(error).__name__}: {message}"
+
+
+def _available(runtime: Runtime) -> bool:
+    return availability(runtime)[0]
+
+
 def _registered() -> list[Runtime]:
     from trama.extension._plugins import PluginLoadWarning, plugin_host
 
@@ -119,7 +138,7 @@ def _registered() -> list[Runtime]:
 def runtimes() -> list[RuntimeInfo]:
     """Every registered runtime, with its framework, device and availability here."""
     return [
-        RuntimeInfo(runtime.name(), runtime.framework, runtime.device, runtime.is_available(), runtime.aliases)
+        RuntimeInfo(runtime.name(), runtime.framework, runtime.device, _available(runtime), runtime.aliases)
         for runtime in _registered()
     ]
 
@@ -139,14 +158,14 @@ def runtime_for_name(name: str) -> Runtime:
             if kinds is not None
             else runtime.for_name(name)
         )
-        if candidate is not None and candidate.is_available():
+        if candidate is not None and _available(candidate):
             return candidate
     if name == DEFAULT:
         for runtime in registered:
-            if runtime.device == "cpu" and runtime.is_available():
+            if runtime.device == "cpu" and _available(runtime):
                 return runtime
-    available = [r.name() + (f" ({', '.join(r.aliases)})" if r.aliases else "") for r in registered if r.is_available()]
-    unavailable = [r.name() for r in registered if not r.is_available()]
+    available = [r.name() + (f" ({', '.join(r.aliases)})" if r.aliases else "") for r in registered if _available(r)]
+    unavailable = [r.name() for r in registered if not _available(r)]
     known = any(r.for_name(name) is not None for r in registered) or kinds is not None
     reason = "is not available on this machine" if known else "is not a known runtime"
     listing = ", ".join(available) or "none"
@@ -327,10 +346,16 @@ class GraphRunnable(Runnable):
         return self._plan.run(self._inputs(inputs), states)
 
     def spawn_state(self) -> State:
-        return State(self, self._plan.initial_states())
+        with framework_failures("starting a state"):
+            return State(self, self._plan.initial_states())
 
     def _inputs(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
-        return [self._runtime.convert_input(value) for value in order_inputs(self.model.inputs, inputs)]
+        names = self.model.inputs
+        converted = []
+        for name, value in zip(names, order_inputs(names, inputs), strict=True):
+            with framework_failures(f"converting input {name!r}"):
+                converted.append(self._runtime.convert_input(value))
+        return converted
 
     def profile_json(self, inputs: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
         calls: dict[str, int] = {}
@@ -345,7 +370,8 @@ class GraphRunnable(Runnable):
         self._plan.run(values, timer=timer)
         total = time.perf_counter() - started
         shapes = self._shapes(values)
-        return static_costs(self.model, calls, seconds, shapes, total, runtime=self._runtime.name())
+        with framework_failures("profiling"):
+            return static_costs(self.model, calls, seconds, shapes, total, runtime=self._runtime.name())
 
     def _shapes(self, values: list[Any]) -> dict[str, list[list[list[int]]]]:
         """Input and output shapes of every leaf, from a second, instrumented run."""
@@ -406,12 +432,18 @@ class GraphRuntime(Runtime):
         return value
 
     def prepare(self, model: Model, placement: Mapping[str, str] | None = None) -> GraphRunnable:
+        """Check ``model`` (its facts against trama's bounds, its placement, its validity) and build
+        every leaf's kernel. Every failure is a trama error: a framework's exception while a
+        kernel is built is an :class:`~trama.ImportModelError` naming the node, any other an
+        :class:`~trama.ExecutionError`."""
         from trama.format._validation import validate
 
+        check_facts(model)
         self.check_placement(model, placement)
-        registry = self.registry()
-        validate(model, registry)
-        return GraphRunnable(self, build_plan(model, registry))
+        with framework_failures("preparing the model"):
+            registry = self.registry()
+            validate(model, registry)
+            return GraphRunnable(self, build_plan(model, registry))
 
     def check_placement(self, model: Model, placement: Mapping[str, str] | None) -> None:
         """Refuse placements this runtime cannot honour, naming the node and device."""

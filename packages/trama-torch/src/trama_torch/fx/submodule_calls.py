@@ -43,6 +43,7 @@ from trama_torch.fx.trace import (
     described,
     forward_signature,
 )
+from trama_torch.walk import evaluation_mode, submodules
 
 __all__ = [
     "CallSite",
@@ -150,8 +151,8 @@ def export_state(module: nn.Module) -> Iterator[ExportState]:
     if state is not None:
         yield state
         return
-    modes = [(each, each.training) for each in module.modules()]
-    module.eval()
+    modes = [(each, each.training) for _, each in submodules(module)]  # no recursion: trees run deep
+    evaluation_mode(module)
     token = _STATE.set(ExportState())
     try:
         state = _STATE.get()

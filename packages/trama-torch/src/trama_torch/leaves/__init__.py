@@ -44,7 +44,7 @@ from torch.nn.utils import parametrize
 from torch.overrides import TorchFunctionMode
 
 from trama import ExecutionError, ExportContext, ExportError, ImportModelError, Node, NodeFragment, Parameter, Tensor
-from trama.catalog import standard_specs
+from trama.catalog import check_settings, standard_specs
 from trama.format import OpSpec
 from trama_torch.binding import bind_arguments
 from trama_torch.leaves.table import LEAF_KINDS, LeafKind, Structure
@@ -362,6 +362,10 @@ class LeafFactory:
 
     def __call__(self, node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> nn.Module:
         kind = self.kind
+        # The catalog's checks come first, whoever calls: a torch constructor loops and allocates
+        # on its settings (a GRU of 10**9 layers spins), and the checks tie every one of them to
+        # what the document holds. Under trama.import_model they ran already and cost nothing.
+        check_settings(node, parameters)
         where = f"{kind.op} (node {node.id!r})"
         kwargs: dict[str, Any] = {
             slot: _constructor_value(parameters[slot].value)

@@ -1,0 +1,96 @@
+"""Stack room for the one walk that must recurse: export, through the plugins' callbacks.
+
+trama's own walks of a tree (validation, calls, import, the execution plans) are iterative, and
+runtimes run a deep document without recursing per level. Export cannot be: an object exports
+its children by calling ``ctx.child``, which calls the child's ``to_node`` or exporter, which
+calls ``ctx.child`` again; that protocol is what lets any framework plug in, and each level of
+the object tree costs a few Python frames of the exporter's. A document nests at most
+:data:`~trama.format._names.MAX_NODE_DEPTH` (256) levels, which at the frames a framework's
+exporter spends per level (torch's: about six) can pass Python's default limit of 1000.
+
+:class:`StackRoom` makes room for that and nothing more: before the first level, for a walk of
+the whole tree at two frames per level (``torch.fx`` lists every submodule of the root, by
+recursion); then, while the export runs, it watches how many frames each level takes, and where
+the levels still allowed would not fit under the recursion limit, it raises the limit, by what
+they need, for the length of the export. Exports of real models, from a shallow stack, never
+change it. The limit is interpreter-wide, so raisers take
+turns through a lock and the last one out puts the original value back; no thread ever sees it
+lowered under its feet.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from types import FrameType, TracebackType
+
+__all__ = ["StackRoom", "stack_depth"]
+
+_lock = threading.Lock()
+_holders = 0
+_original: int | None = None
+
+#: Frames kept free beyond what the remaining levels need (the framework's own calls at the
+#: bottom: a leaf's exporter, tensor conversion).
+_MARGIN = 200
+#: Frames per level made room for before the first level is entered.
+_FIRST_WALK = 2
+
+
+def stack_depth() -> int:
+    """How many Python frames are on the calling thread's stack (linear in that depth: call it
+    rarely)."""
+    depth = 0
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
+
+
+class StackRoom:
+    """Room under the recursion limit for a walk of at most ``levels`` levels (a context manager;
+    see the module doc). Call :meth:`at_level` as each level is entered: every ``check_every``
+    levels it measures the stack and raises the limit if the levels left would not fit."""
+
+    def __init__(self, levels: int, *, check_every: int = 8) -> None:
+        self._levels = levels
+        self._every = check_every
+        self._base = 0
+
+    def __enter__(self) -> StackRoom:
+        global _holders, _original
+        with _lock:
+            if _holders == 0:
+                _original = sys.getrecursionlimit()
+            _holders += 1
+        self._base = stack_depth()
+        # Before the first level: room for a framework's walk of the whole tree (torch.fx lists
+        # every submodule, a frame per level), which comes before any level can be measured.
+        self._ensure(self._base + _FIRST_WALK * self._levels + _MARGIN)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        global _holders, _original
+        with _lock:
+            _holders -= 1
+            if _holders == 0 and _original is not None:
+                sys.setrecursionlimit(_original)
+                _original = None
+
+    def at_level(self, level: int) -> None:
+        """Level ``level`` (1 for the root) is being entered."""
+        if level < 2 or (level != 2 and level % self._every):
+            return
+        depth = stack_depth()
+        per_level = max(1, (depth - self._base) // (level - 1))
+        self._ensure(depth + per_level * max(0, self._levels - level) + _MARGIN)
+
+    @staticmethod
+    def _ensure(needed: int) -> None:
+        if needed > sys.getrecursionlimit():
+            with _lock:
+                if needed > sys.getrecursionlimit():
+                    sys.setrecursionlimit(needed)
