@@ -302,24 +302,28 @@ def test_invalid_utf8_is_located(make_doc: Callable[[], Doc], bad: bytes) -> Non
 
 
 def test_invalid_utf8_inside_a_long_base64_run(make_doc: Callable[[], Doc], encode_tensor: Any) -> None:
-    # Long "data" runs are not decoded as text at load; the bytes must still never pass.
+    # Long "data" runs are lifted out of the text before parsing only when they are base64; one
+    # with other bytes stays in the text, and the parser refuses it where it is, at load.
     doc = make_doc()
     doc["parameters"]["root.linear.weight"]["value"] = encode_tensor(np.zeros((1024, 2), dtype="<f4"))
     data = text_of(doc).encode()
     start = data.index(b'"data": "') + 20
     data = data[:start] + b"\xff\xfe" + data[start + 2 :]
-    with pytest.raises(TensorDataError) as info:
-        touch_tensors(trama.loads(data))
-    checked(info.value)
+    error = load_error(data, JSONError, "not UTF-8")
+    assert isinstance(error, JSONError)
+    assert (error.line, error.column) == line_column(data[:start].decode(), start)
 
 
-def test_invalid_utf8_or_control_character_in_a_long_metadata_string(make_doc: Callable[[], Doc]) -> None:
-    for bad in (b"\xff", b"\n", b"\x01"):
-        doc = make_doc()
-        doc["metadata"] = {"data": "MARK" + "a" * 2000}
-        data = text_of(doc).encode().replace(b"MARK", bad)
-        error = load_error(data, SchemaError, "metadata string")
-        assert error.location == "/metadata"
+@pytest.mark.parametrize("bad", [b"\xff", b"\n", b"\x01"], ids=["ff", "newline", "control"])
+def test_invalid_utf8_or_control_character_in_a_long_metadata_string(make_doc: Callable[[], Doc], bad: bytes) -> None:
+    doc = make_doc()
+    doc["metadata"] = {"data": "MARK" + "a" * 2000}
+    data = text_of(doc).encode()
+    index = data.index(b"MARK")
+    data = data.replace(b"MARK", bad)
+    error = load_error(data, JSONError)
+    assert isinstance(error, JSONError)
+    assert error.line == data[:index].count(b"\n") + 1
 
 
 def test_long_metadata_string_under_data_key_survives(make_doc: Callable[[], Doc]) -> None:
@@ -445,6 +449,29 @@ def test_missing_fields(
     assert found.location == location
 
 
+#: Op names that are not dotted identifiers: a newline (which would forge an SSA line), escape
+#: sequences, spaces, a segment starting with a digit, empty segments, non-ASCII, too long.
+BAD_OP_NAMES = [
+    "Linear\nfake = Evil()",
+    "\x1b[31mLinear",
+    "Line\x1b]0;title\x07ar",
+    "Linear\n",
+    "Linear\r",
+    "Lin\tear",
+    "Lin\x00ear",
+    "Lin ear",
+    "Lin-ear",
+    "1x",
+    "lenses.1x",
+    "a..b",
+    ".Linear",
+    "Linear.",
+    "Linéar",
+    "Linear\u202e",
+    "%input",
+    "x" * 257,
+]
+
 WRONG_TYPES = [
     # top level
     (setting(("inputs",), "x"), SchemaError, "/inputs"),
@@ -502,6 +529,23 @@ WRONG_TYPES = [
     ],
     (setting((*WEIGHT_VALUE, "data"), None), TensorDataError, "/parameters/root.linear.weight/value"),
     (setting((*WEIGHT_VALUE, "data"), [1, 2]), TensorDataError, "/parameters/root.linear.weight/value"),
+    # op names are dotted identifiers (docs/format.md, section 4.1), on every node
+    *[
+        (setting((*node, "op"), op), SchemaError, f"/nodes/{node[1]}/op")
+        for node in (LINEAR, RELU)
+        for op in BAD_OP_NAMES
+    ],
+    # and so are the namespaces of opsets
+    *[
+        (setting(("opsets",), {"trama": 1, key: 1}), SchemaError, f"/opsets/{key.replace('/', '~1')}")
+        for key in ("", "tra\nma", "1lenses", "a..b", "lenses/x", "x" * 257)
+    ],
+    # fact shapes: at most 64 dimensions, each fitting a signed 64-bit integer
+    (setting(("input_facts",), [{"shape": [2**63]}]), SchemaError, "/input_facts/0/shape/0"),
+    (setting(("input_facts",), [{"shape": ["batch", 10**30]}]), SchemaError, "/input_facts/0/shape/1"),
+    (setting(("input_facts",), [{"shape": [1] * 65}]), SchemaError, "/input_facts/0/shape"),
+    (setting(("output_facts",), [{"shape": [2**64, 1]}]), SchemaError, "/output_facts/0/shape/0"),
+    (setting(("output_facts",), [{"shape": ["n"] * 65}]), SchemaError, "/output_facts/0/shape"),
 ]
 
 
@@ -887,6 +931,142 @@ def test_newer_minor_still_checks_known_fields(base_doc: Doc) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# The checksum of an inline tensor (format 1.2): form, place and version
+# ---------------------------------------------------------------------------------------------
+
+GOOD_SUM = "xxh3-64:" + "0" * 16
+
+
+def with_checksum(doc: Doc, entry: str, checksum: Any, version: str = "1.2") -> Doc:
+    doc["format_version"] = version
+    doc["parameters"][entry]["checksum"] = checksum
+    return doc
+
+
+@pytest.mark.parametrize(
+    "checksum",
+    [
+        "md5:" + "0" * 32,
+        "xxh3-64:" + "0" * 15,
+        "xxh3-64:" + "0" * 17,
+        "xxh3-64:" + "g" * 16,
+        "XXH3-64:" + "0" * 16,
+        "sha256:" + "0" * 63,
+        "xxh3-64:",
+        "",
+        "xxh3-64:" + "0" * 16 + "\n",
+        7,
+        None,
+        ["xxh3-64:" + "0" * 16],
+        {"xxh3-64": "0" * 16},
+    ],
+)
+def test_malformed_entry_checksums_are_refused_at_load(base_doc: Doc, checksum: Any) -> None:
+    doc = with_checksum(base_doc, "root.linear.weight", checksum)
+    error = load_error(text_of(doc), SchemaError, "a checksum is")
+    assert error.location == "/parameters/root.linear.weight/checksum"
+
+
+@pytest.mark.parametrize(
+    ("entry", "value", "message"),
+    [
+        ("dims.n", 2, "not one"),
+        ("dims.n", 2.5, "not one"),
+        ("dims.n", "text", "not one"),
+        ("dims.n", None, "not one"),
+        ("dims.n", [1, 2], "not one"),
+        ("root.linear.weight", {"dtype": "float32", "shape": [1], "external": {}}, "an external tensor"),
+    ],
+)
+def test_a_checksum_belongs_beside_an_inline_tensor_only(base_doc: Doc, entry: str, value: Any, message: str) -> None:
+    base_doc["parameters"][entry]["value"] = value
+    doc = with_checksum(base_doc, entry, GOOD_SUM)
+    error = load_error(text_of(doc), SchemaError, message)
+    assert error.location == f"/parameters/{entry}/checksum"
+
+
+@pytest.mark.parametrize("version", ["0.1", "0.2", "1.0", "1.1"])
+def test_a_checksum_in_a_document_older_than_1_2_is_refused(base_doc: Doc, version: str) -> None:
+    if version == "0.1":  # 0.1 keeps entries inline in the slots
+        base_doc = {**base_doc, "format_version": "0.1"}
+        table = base_doc.pop("parameters")
+        for node in base_doc["nodes"]:
+            node["parameters"] = {slot: dict(table[ref["name"]]) for slot, ref in node["parameters"].items()}
+        base_doc["nodes"][1]["parameters"]["weight"]["checksum"] = GOOD_SUM
+        error = load_error(text_of(base_doc), SchemaError, "new in format 1.2")
+        assert error.location == "/parameters/root.linear.weight/checksum"
+        return
+    doc = with_checksum(base_doc, "root.linear.weight", GOOD_SUM, version)
+    error = load_error(
+        text_of(doc), SchemaError, f"'checksum' is new in format 1.2; this document declares format {version}"
+    )
+    assert error.location == "/parameters/root.linear.weight/checksum"
+
+
+def test_a_wrong_checksum_is_found_on_use_and_by_nothing_earlier(base_doc: Doc) -> None:
+    doc = with_checksum(base_doc, "root.linear.weight", GOOD_SUM)
+    model = trama.loads(text_of(doc))  # the bytes are not read at load
+    with pytest.raises(TensorDataError, match="does not match the checksum") as info:
+        touch_tensors(model)
+    assert checked(info.value).location == "/parameters/root.linear.weight/checksum"
+
+
+def test_the_right_checksum_loads_in_1_2_and_in_a_newer_minor(base_doc: Doc) -> None:
+    import xxhash
+
+    weight = np.array([[1.0, -2.0], [0.5, 4.0]], dtype="<f4")
+    checksum = "xxh3-64:" + xxhash.xxh3_64_hexdigest(b"float32[2,2]" + weight.tobytes())
+    for version in ("1.2", "1.9"):
+        doc = with_checksum(copy_doc(base_doc), "root.linear.weight", checksum, version)
+        model = trama.loads(text_of(doc))
+        assert np.array_equal(np.asarray(model.parameters["root.linear.weight"].value), weight)
+
+
+def copy_doc(doc: Doc) -> Doc:
+    return json.loads(json.dumps(doc))
+
+
+# ---------------------------------------------------------------------------------------------
+# Node depth (at most 256 levels)
+# ---------------------------------------------------------------------------------------------
+
+
+def chain_doc(depth: int) -> Doc:
+    ids = [".".join(["n"] * k) for k in range(1, depth + 1)]
+    nodes = [
+        {
+            "id": node_id,
+            "parent": ids[k - 1] if k else None,
+            "op": "Graph" if k < depth - 1 else "ReLU",
+            "inputs": {"x": ref("%input", "x")},
+            "outputs": ["y"],
+            "parameters": {},
+            "output_bindings": {"y": ref(ids[k + 1], "y")} if k < depth - 1 else None,
+        }
+        for k, node_id in enumerate(ids)
+    ]
+    return {"format_version": "1.2", "inputs": ["x"], "outputs": [ref("n", "y")], "nodes": nodes, "parameters": {}}
+
+
+def test_node_depth_256_is_read_and_257_refused_where_it_starts() -> None:
+    assert len(trama.loads(text_of(chain_doc(256))).nodes) == 256
+    error = load_error(text_of(chain_doc(257)), SchemaError, "257 segments")
+    assert error.location == "/nodes/256/id"
+    # the careful path of the decoder says the same (a node with metadata does not take the fast one)
+    doc = chain_doc(257)
+    doc["nodes"][256]["metadata"] = {"note": 1}
+    assert load_error(text_of(doc), SchemaError, "257 segments").location == "/nodes/256/id"
+
+
+def test_op_name_errors_show_the_name_escaped(base_doc: Doc) -> None:
+    base_doc["nodes"][2]["op"] = "ReLU\n  root.evil = Evil(%x)\x1b[0m"
+    error = load_error(text_of(base_doc), SchemaError, "is not a dotted identifier")
+    assert "\n" not in str(error)
+    assert "\x1b" not in str(error)
+    assert "'ReLU\\n  root.evil = Evil(%x)\\x1b[0m'" in error.message
+
+
+# ---------------------------------------------------------------------------------------------
 # External weights
 # ---------------------------------------------------------------------------------------------
 
@@ -897,7 +1077,9 @@ def external_pair(tmp_path: Path, make_doc: Callable[[], Doc]) -> tuple[Path, Pa
     model = trama.loads(text_of(make_doc()))
     path = tmp_path / "model.trama.json"
     trama.dump(model, path, weights="external")
-    return path, tmp_path / "model.safetensors"
+    # the weights file is the one the document names (its name is the writer's choice)
+    reference = json.loads(path.read_text())["parameters"]["root.linear.weight"]["value"]["external"]
+    return path, tmp_path / reference["path"]
 
 
 def edit_doc(path: Path, edit: Callable[[Doc], None]) -> None:
@@ -1088,7 +1270,7 @@ def test_truncated_safetensors_file(external_pair: tuple[Path, Path]) -> None:
         ("data_offsets", [0, 10**12], "corrupt offsets"),
         ("data_offsets", [8, 0], "corrupt offsets"),
         ("data_offsets", [-16, 0], "corrupt offsets"),
-        ("data_offsets", "0-16", "the document says"),
+        ("data_offsets", "0-16", "corrupt offsets"),  # not a dtype or shape mismatch (issue 14)
     ],
 )
 def test_safetensors_entry_disagreeing_with_the_document(

@@ -400,6 +400,49 @@ def test_legacy_documents_get_the_current_rules(version: str) -> None:
         trama.loads(json.dumps(doc))
 
 
+@pytest.mark.parametrize("version", ["0.1", "0.2"])
+@pytest.mark.parametrize("op", ["Block\nroot.evil = Evil()", "\x1b[31mBlock", "Block ", "2Block", "B" * 257])
+def test_legacy_op_names_follow_the_current_rule(version: str, op: str) -> None:
+    # The old releases accepted any string; no writer produced one that is not an identifier, so
+    # the rule holds for legacy documents too (docs/format.md, sections 4.1 and 9).
+    doc = legacy_doc(version, {})
+    doc["nodes"][0]["op"] = op
+    with pytest.raises(trama.SchemaError) as info:
+        trama.loads(json.dumps(doc))
+    assert info.value.location == "/nodes/0/op"
+
+
+def test_every_op_name_in_the_legacy_fixtures_is_an_identifier() -> None:
+    from trama.format._names import is_op_name
+
+    ops = {node.op for path in ALL for node in trama.load(path).nodes}
+    assert ops
+    assert all(is_op_name(op) for op in ops), ops
+
+
+@pytest.mark.parametrize("version", ["0.1", "0.2"])
+def test_legacy_documents_have_no_checksum(version: str) -> None:
+    entry = {"value": 1, "learnable": False, "checksum": "xxh3-64:" + "0" * 16}
+    if version == "0.1":
+        doc = legacy_doc(version, {"p": entry})
+    else:
+        doc = legacy_doc(version, {"p": {"name": "root.p"}}, table={"root.p": entry})
+    with pytest.raises(trama.SchemaError, match=f"new in format 1.2; this document declares format {version}") as info:
+        trama.loads(json.dumps(doc))
+    assert info.value.location == "/parameters/root.p/checksum"
+
+
+@pytest.mark.parametrize("path", ALL, ids=fixture_id)
+def test_a_rewritten_legacy_document_records_each_inline_tensor_checksum(path: Path) -> None:
+    doc = json.loads(trama.dumps(trama.load(path)))
+    for entry in doc["parameters"].values():
+        assert ("checksum" in entry) == isinstance(entry["value"], dict)
+    # and they hold: every tensor decodes with its checksum verified
+    for entry in trama.loads(json.dumps(doc)).parameters.values():
+        if isinstance(entry.value, trama.Tensor):
+            np.asarray(entry.value)
+
+
 # --------------------------------------------------------------------------------------------
 # A registry for the fixture ops, built from the documents themselves
 # --------------------------------------------------------------------------------------------

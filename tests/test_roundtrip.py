@@ -332,3 +332,67 @@ def test_lone_surrogate_escapes_survive_load_and_dump() -> None:
             back = trama.load(path)
             assert back.parameters == model.parameters
             assert back.metadata == model.metadata
+
+
+# --------------------------------------------------------------------------------------------
+# The checksum of inline tensors (format 1.2): written by default, over dtype, shape and bytes
+# --------------------------------------------------------------------------------------------
+
+
+def expected_checksum(dtype: str, array: np.ndarray) -> str:
+    """The definition of docs/format.md ("Inline tensors"), computed without trama."""
+    import xxhash
+
+    header = f"{dtype}[{','.join(str(d) for d in array.shape)}]".encode("ascii")
+    return "xxh3-64:" + xxhash.xxh3_64_hexdigest(header + np.ascontiguousarray(array).tobytes())
+
+
+@pytest.mark.parametrize("dtype", sorted(NUMPY_DTYPES))
+def test_every_inline_tensor_records_the_checksum_of_its_dtype_shape_and_bytes(dtype: str) -> None:
+    arrays = {
+        "p0": (np.arange(6) % 2).astype(NUMPY_DTYPES[dtype]).reshape(2, 3),
+        "p1": np.zeros((), dtype=NUMPY_DTYPES[dtype]),
+        "p2": np.zeros((3, 0), dtype=NUMPY_DTYPES[dtype]),
+    }
+    model = export(Bag({**arrays, "p3": 7, "p4": [1, 2]}))
+    text = trama.dumps(model)
+    doc = json.loads(text)
+    assert doc["format_version"] == trama.FORMAT_VERSION == "1.2"
+    table = doc["parameters"]
+    for slot, array in arrays.items():
+        entry = table[f"root.{slot}"]
+        assert list(entry) == ["value", "learnable", "checksum"]
+        assert entry["checksum"] == expected_checksum(dtype, array)
+    assert "checksum" not in table["root.p3"]
+    assert "checksum" not in table["root.p4"]
+    # read back, the checksums are verified, and writing again gives the same text
+    back = trama.loads(text)
+    for slot, array in arrays.items():
+        assert np.array_equal(np.asarray(back.parameters[f"root.{slot}"].value), array, equal_nan=True)
+    assert trama.dumps(back) == text
+
+
+def test_dump_writes_the_checksums_too_and_external_entries_have_none(tmp_path: Path) -> None:
+    model = export(Bag({"p0": np.arange(4, dtype="<i8"), "p1": 1.5}))
+    inline = tmp_path / "inline.trama.json"
+    trama.dump(model, inline)
+    entry = json.loads(inline.read_text())["parameters"]["root.p0"]
+    assert entry["checksum"] == expected_checksum("int64", np.arange(4, dtype="<i8"))
+    external = tmp_path / "external.trama.json"
+    trama.dump(model, external, weights="external")
+    entry = json.loads(external.read_text())["parameters"]["root.p0"]
+    assert "checksum" not in entry  # the external reference carries its own
+    assert "checksum" in entry["value"]["external"]
+    assert np.asarray(trama.load(external).parameters["root.p0"].value).tolist() == [0, 1, 2, 3]
+
+
+def test_an_older_document_is_rewritten_with_checksums() -> None:
+    model = export(Bag({"p0": np.arange(3, dtype="<f4")}))
+    doc = json.loads(trama.dumps(model))
+    doc["format_version"] = "1.1"
+    del doc["parameters"]["root.p0"]["checksum"]
+    old = trama.loads(json.dumps(doc))
+    assert old.source_format_version == "1.1"
+    rewritten = json.loads(trama.dumps(old))
+    assert rewritten["format_version"] == "1.2"
+    assert rewritten["parameters"]["root.p0"]["checksum"] == expected_checksum("float32", np.arange(3, dtype="<f4"))

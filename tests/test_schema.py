@@ -202,6 +202,31 @@ INVALID: list[tuple[str, Callable[[dict], None]]] = [
             value={"dtype": "float32", "shape": [2, 2], "external": {"path": "w", "key": "k", "checksum": "md5:00"}}
         ),
     ),
+    # Op names and opset namespaces are dotted identifiers (a newline inside would forge a line of
+    # `trama ssa`). A newline at the very end passes Python's `$` in a plain jsonschema run: see
+    # test_a_final_newline_is_refused_by_trama_validate.
+    ("op-newline", lambda d: d["nodes"][1].update(op="Linear\nroot.evil = Evil()")),
+    ("op-escape-sequence", lambda d: d["nodes"][1].update(op="\x1b[31mLinear")),
+    ("op-space", lambda d: d["nodes"][1].update(op="Lin ear")),
+    ("op-leading-digit", lambda d: d["nodes"][1].update(op="1x")),
+    ("op-digit-segment", lambda d: d["nodes"][1].update(op="acme.2d")),
+    ("op-too-long", lambda d: d["nodes"][1].update(op="L" * 257)),
+    ("opset-namespace", lambda d: d.update(opsets={"trama": 1, "ac me": 1})),
+    ("opset-namespace-too-long", lambda d: d.update(opsets={"a" * 257: 1})),
+    # Limits (docs/format.md, section 7)
+    ("name-too-long", lambda d: d["nodes"][2].update(outputs=["y" * 257])),
+    ("id-segment-too-long", lambda d: d["parameters"].update({"a" * 257: {"value": 1, "learnable": False}})),
+    ("fact-beyond-int64", lambda d: d.update(input_facts=[{"shape": [2**63]}])),
+    ("fact-65-dims", lambda d: d.update(input_facts=[{"shape": [1] * 65}])),
+    # The checksum of an inline tensor (1.2) is well-formed, and beside an inline tensor only.
+    (
+        "entry-checksum-form",
+        lambda d: d.update(format_version="1.2") or d["parameters"]["root.linear.weight"].update(checksum="md5:00"),
+    ),
+    (
+        "entry-checksum-on-a-scalar",
+        lambda d: d.update(format_version="1.2") or d["parameters"]["dims.n"].update(checksum="xxh3-64:" + "0" * 16),
+    ),
 ]
 
 
@@ -227,3 +252,209 @@ def load_and_use(text: str) -> None:
 @pytest.mark.parametrize("document", [[], "1.0", None, 1])
 def test_non_objects_are_rejected(validator: Draft202012Validator, document: Any) -> None:
     assert errors_of(validator, document) != []
+
+
+# --------------------------------------------------------------------------------------------
+# The rules the schema shares with trama (names, limits, checksums)
+# --------------------------------------------------------------------------------------------
+
+NAME_SAMPLES = [
+    "Linear",
+    "conv1d",
+    "BatchNorm2d",
+    "lenses.ThinLens",
+    "acme.optics.Prism",
+    "_private",
+    "a_1.b_2",
+    "0",
+    "1x",
+    "acme.2d",
+    "x" * 256,
+    "x" * 257,
+    "",
+    ".",
+    "a.",
+    ".a",
+    "a..b",
+    "a b",
+    "a-b",
+    "é",
+    "Linear\n",
+    "Lin\near",
+    "\x1b[0m",
+    "%input",
+    "a/b",
+    ".".join(["n"] * 256),
+    ".".join(["n"] * 257),
+    ".".join(["n"] * 258),
+]
+
+
+def test_the_schema_patterns_say_what_trama_checks() -> None:
+    from trama.format._names import DOTTED_ID, MAX_ENTRY_SEGMENTS, MAX_NODE_DEPTH, NAME, is_op_name
+    from trama.format._problems import _compiled
+
+    schema = trama.json_schema()
+    node = schema["$defs"]["block_node"]["properties"]
+    op_schema = node["op"]
+
+    def schema_accepts(pattern: str, text: str) -> bool:
+        return _compiled(pattern).search(text) is not None  # `$` as JSON Schema reads it
+
+    for text in NAME_SAMPLES:
+        op_ok = schema_accepts(op_schema["pattern"], text) and 0 < len(text) <= op_schema["maxLength"]
+        assert op_ok == is_op_name(text), text
+        namespace = schema["properties"]["opsets"]["propertyNames"]
+        assert (schema_accepts(namespace["pattern"], text) and len(text) <= namespace["maxLength"]) == op_ok
+        assert schema_accepts(node["outputs"]["items"]["pattern"], text) == bool(NAME.match(text)), text
+        segments = text.count(".") + 1
+        assert schema_accepts(node["id"]["pattern"], text) == bool(
+            DOTTED_ID.match(text) and segments <= MAX_NODE_DEPTH
+        ), text
+        assert schema_accepts(schema["properties"]["parameters"]["propertyNames"]["pattern"], text) == bool(
+            DOTTED_ID.match(text) and segments <= MAX_ENTRY_SEGMENTS
+        ), text
+
+
+def test_the_schema_knows_the_current_versions_and_the_entry_checksum() -> None:
+    schema = trama.json_schema()
+    assert schema["$id"].endswith(f"format-{trama.FORMAT_VERSION}.json")
+    assert trama.FORMAT_VERSION == "1.2"
+    version = Draft202012Validator({"type": "string", **schema["properties"]["format_version"]})
+    assert [v for v in ("1.0", "1.1", "1.2", "1.3", "0.2") if version.is_valid(v)] == ["1.0", "1.1", "1.2"]
+    checksum = schema["$defs"]["entry"]["properties"]["checksum"]
+    assert checksum["type"] == "string"
+    assert schema["$defs"]["entry"]["dependentSchemas"]["checksum"]["properties"]["value"] == {"$ref": "#/$defs/tensor"}
+
+
+def test_written_documents_carry_checksums_that_the_schema_accepts(
+    validator: Draft202012Validator, mlp_model: trama.Model, tmp_path: Path
+) -> None:
+    doc = json.loads(trama.dumps(mlp_model))
+    tensors = [entry for entry in doc["parameters"].values() if isinstance(entry["value"], dict)]
+    assert tensors
+    assert all(entry["checksum"].startswith("xxh3-64:") for entry in tensors)
+    assert all("checksum" not in entry for entry in doc["parameters"].values() if not isinstance(entry["value"], dict))
+    assert errors_of(validator, doc) == []
+    entry = tensors[0]
+    entry["checksum"] = entry["checksum"].replace("xxh3-64:", "crc32:")
+    assert errors_of(validator, doc) != []
+
+
+def test_a_checksum_beside_an_external_tensor_is_refused(validator: Draft202012Validator, tmp_path: Path) -> None:
+    doc = {
+        "format_version": "1.2",
+        "inputs": [],
+        "outputs": [],
+        "nodes": [],
+        "parameters": {
+            "w": {
+                "value": {
+                    "dtype": "float32",
+                    "shape": [1],
+                    "external": {"path": "w.safetensors", "key": "w", "checksum": "xxh3-64:" + "0" * 16},
+                },
+                "learnable": False,
+                "checksum": "xxh3-64:" + "0" * 16,
+            }
+        },
+    }
+    assert errors_of(validator, doc) != []
+    with pytest.raises(trama.SchemaError, match="external tensor") as info:
+        trama.loads(json.dumps(doc))
+    assert info.value.location == "/parameters/w/checksum"
+
+
+# --------------------------------------------------------------------------------------------
+# trama's schema pass (trama validate): part by part, same messages and places
+# --------------------------------------------------------------------------------------------
+
+
+def reference_violations(doc: Any) -> list[str]:
+    """What one jsonschema run over the whole document reports, ranked and ordered as trama
+    reports it: the schema pass checks the document a part at a time, and must say the same."""
+    from trama.format._problems import _document_order, _pointer, _specific_errors
+
+    validator = Draft202012Validator(trama.json_schema())
+    position = _document_order(doc)
+    found: list[tuple[list[int], str]] = []
+    for error in validator.iter_errors(doc):
+        for leaf in _specific_errors(error):
+            if leaf.validator == "pattern" and leaf.instance == "" and leaf.schema.get("minLength"):
+                continue  # said once, by minLength
+            path = list(leaf.absolute_path)
+            text = f"{_pointer(path)}: {leaf.message}"
+            if all(text != seen for _, seen in found):
+                found.append((position(path), text))
+    found.sort(key=lambda item: item[0])
+    return [text for _, text in found]
+
+
+VALUES = [None, True, 0, -1, 1.5, "", "x", "a b", "a.b", [], [1], [{}], {}, {"a": 1}, [[[{"z": 1}]]], "%input", 2**70]
+
+
+def paths_in(doc: Any, prefix: tuple[Any, ...] = ()) -> Any:
+    yield prefix
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from paths_in(value, (*prefix, key))
+    elif isinstance(doc, list):
+        for index, value in enumerate(doc):
+            yield from paths_in(value, (*prefix, index))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_schema_pass_reports_what_one_whole_document_run_reports(make_doc: Callable[[], dict], seed: int) -> None:
+    import random
+
+    from trama.format import schema_violations
+    from trama.format._jsontext import parse_json
+
+    rng = random.Random(seed)
+    bases = [make_doc(), json.loads(trama.dumps(rich_model()))]
+    for _ in range(150):
+        doc = copy.deepcopy(rng.choice(bases))
+        for _ in range(rng.randint(1, 3)):
+            path = rng.choice(list(paths_in(doc))[1:])
+            parent = doc
+            for key in path[:-1]:
+                parent = parent[key]
+            roll = rng.random()
+            if roll < 0.7:
+                parent[path[-1]] = copy.deepcopy(rng.choice(VALUES))
+            elif roll < 0.85 and isinstance(parent, dict):
+                del parent[path[-1]]
+            elif isinstance(parent, dict):
+                parent["extra"] = 1
+        got = [str(problem) for problem in schema_violations(parse_json(json.dumps(doc)))]
+        assert got == reference_violations(doc), doc
+
+
+def test_a_final_newline_is_refused_by_trama_validate(make_doc: Callable[[], dict], tmp_path: Path) -> None:
+    # Python's `$` matches before a final newline, so a plain jsonschema run would let "Linear\n"
+    # through; trama reads `$` as JSON Schema does, and decoding refuses it too.
+    from trama.format import document_problems
+
+    doc = make_doc()
+    doc["nodes"][1]["op"] = "Linear\n"
+    doc["nodes"][2]["outputs"] = ["y\n"]
+    problems = [str(p) for p in document_problems(json.dumps(doc).encode(), tmp_path)]
+    assert [p.split(": ")[0] for p in problems] == ["/nodes/1/op", "/nodes/2/outputs/0"]
+    problems = [str(p) for p in document_problems(json.dumps(doc).encode(), tmp_path, schema=False)]
+    assert [p.split(": ")[0] for p in problems] == ["/nodes/1/op"]
+
+
+def test_a_bad_reference_is_judged_as_an_id_and_too_deep_an_id_names_the_limit(
+    make_doc: Callable[[], dict], tmp_path: Path
+) -> None:
+    from trama.format import document_problems
+
+    doc = make_doc()
+    doc["nodes"][2]["inputs"]["x"] = {"node": "root linear", "output": "y"}
+    deep = ".".join(["n"] * 300)
+    doc["outputs"][0]["node"] = deep
+    problems = [str(p) for p in document_problems(json.dumps(doc).encode(), tmp_path)]
+    assert problems[0].startswith("/outputs/0/node: 'n.n.n.n")
+    assert problems[0].endswith("... has 300 segments: the tree nests deeper than 256 levels, the most a document may")
+    assert len(problems[0]) < 200
+    assert problems[1].startswith("/nodes/2/inputs/x/node: 'root linear' does not match '^[A-Za-z0-9_]")

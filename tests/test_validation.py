@@ -332,6 +332,76 @@ RULES: list[tuple[str, Edit, str, str, str | None]] = [
         "/parameters/dims.n/value",
         None,
     ),
+    # op names, opset namespaces, name sizes and tree depth (docs/format.md, sections 4.1 and 7)
+    *[
+        (f"op-{name}", lambda m, op=op: setattr(node(m, "root.relu"), "op", op), "op ", "/nodes/2/op", "root.relu")
+        for name, op in {
+            "newline": "ReLU\nroot.evil = Evil()",
+            "escape": "\x1b[31mReLU",
+            "empty": "",
+            "leading-digit": "2d",
+            "digit-segment": "acme.2d",
+            "doubled-dot": "acme..ReLU",
+            "non-ascii": "ReLÜ",
+            "too-long": "R" * 257,
+        }.items()
+    ],
+    (
+        "opset-namespace",
+        lambda m: m.opsets.update({"trama": 1, "ac me": 1}),
+        "opset namespace 'ac me' is not a dotted identifier",
+        "/opsets/ac me",
+        None,
+    ),
+    (
+        "input-name-too-long",
+        lambda m: m.inputs.append("x" * 257),
+        "it has 257 characters, at most 256",
+        "/inputs/1",
+        None,
+    ),
+    (
+        "output-name-too-long",
+        lambda m: node(m, "root.relu").outputs.append("y" * 257),
+        "it has 257 characters",
+        "/nodes/2/outputs/1",
+        "root.relu",
+    ),
+    (
+        "id-segment-too-long",
+        lambda m: m.nodes.append(extra_leaf("root." + "r" * 257, {"x": Ref("root.linear", "y")})),
+        "a segment has more than 256 characters",
+        "/nodes/3/id",
+        "root." + "r" * 257,
+    ),
+    (
+        "entry-name-too-many-segments",
+        lambda m: rename_entry(m, "root.linear.bias", ".".join(["b"] * 258)),
+        "has 258 segments; at most 257",
+        "/parameters/" + ".".join(["b"] * 258),
+        None,
+    ),
+    (
+        "fact-beyond-int64",
+        lambda m: setattr(m, "input_facts", [trama.ValueFact("float32", ("batch", 2**63))]),
+        "does not fit a signed 64-bit integer",
+        "/input_facts/0/shape/1",
+        None,
+    ),
+    (
+        "fact-65-dims",
+        lambda m: setattr(m, "output_facts", [trama.ValueFact(shape=(1,) * 65)]),
+        "65 dimensions; at most 64",
+        "/output_facts/0/shape",
+        None,
+    ),
+    (
+        "fact-negative",
+        lambda m: setattr(m, "input_facts", [trama.ValueFact(shape=(-1,))]),
+        "non-negative integers",
+        "/input_facts/0/shape",
+        None,
+    ),
 ]
 
 
@@ -601,3 +671,40 @@ def test_spec_definitions_are_checked() -> None:
     with pytest.raises(ValueError, match="declares a parameter slot twice"):
         OpSpec("Op", parameters=(ParameterSchema("w"), ParameterSchema("w")))
     assert ParameterSchema("w", "int").types == ("int",)
+
+
+def test_the_deepest_tree_allowed_is_256_levels() -> None:
+    def chain(depth: int) -> Model:
+        ids = [".".join(["n"] * k) for k in range(1, depth + 1)]
+        nodes = [
+            Node(node_id, "Graph", {"x": Ref(INPUT, "x")}, ["y"], {}, {"y": Ref(ids[k + 1], "y")})
+            for k, node_id in enumerate(ids[:-1])
+        ]
+        nodes.append(Node(ids[-1], "ReLU", {"x": Ref(INPUT, "x")}, ["y"]))
+        return Model(inputs=["x"], outputs=[Ref("n", "y")], nodes=nodes, parameters={})
+
+    assert trama.collect_errors(chain(256)) == []
+    errors = trama.collect_errors(chain(258))
+    assert [(e.location, e.message[-41:]) for e in errors] == [
+        ("/nodes/256/id", "has 257 segments; at most 256 are allowed"),
+        ("/nodes/257/id", "has 258 segments; at most 256 are allowed"),
+    ]
+
+
+def test_names_in_messages_are_escaped_and_cut() -> None:
+    model = base_model()
+    node(model, "root.relu").op = "\x1b[2J" + "R" * 5000 + "\n"
+    (error,) = trama.collect_errors(model)
+    assert "\x1b" not in str(error)
+    assert "\\x1b[2J" in error.message  # shown as its repr
+    assert len(error.message) < 300
+    assert error.message.endswith("... is too long: it has 5005 characters, at most 256 are allowed")
+
+
+def test_allowed_op_names() -> None:
+    model = base_model()
+    for op in ("Linear", "conv1d", "_private", "lenses.ThinLens", "acme.optics.Prism", "a" * 256, "A.b_1.C2"):
+        node(model, "root.relu").op = op
+        assert trama.collect_errors(model) == [], op
+    model.opsets = {"trama": 1, "lenses": 2, "acme.optics": 1}
+    assert trama.collect_errors(model) == []

@@ -13,7 +13,7 @@ import importlib.metadata
 __all__ = ["FORMAT_MAJOR", "FORMAT_MINOR", "FORMAT_VERSION", "LEGACY_FORMAT_VERSIONS", "__version__"]
 
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 1
+FORMAT_MINOR = 2
 #: The format version this library writes.
 FORMAT_VERSION = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"
 #: Versions written by the trama 0.1.0 and 0.2.0 releases, read through an upgrade step.

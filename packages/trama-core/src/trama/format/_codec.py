@@ -16,10 +16,18 @@ from typing import Any
 from trama.errors import FormatVersionError, SchemaError, ValidationError, pointer_token
 from trama.format._legacy import upgrade_legacy
 from trama.format._model import Model, Node, Parameter, Ref, ValueFact, parent_of
-from trama.format._tensor import Tensor, TensorSource, check_shape
+from trama.format._names import MAX_NODE_DEPTH, depth_of, is_op_name, op_name_problem, shown_name
+from trama.format._tensor import CHECKSUM, MAX_RANK, Tensor, TensorSource, check_shape, inline_checksum
 from trama.version import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION, LEGACY_FORMAT_VERSIONS
 
-__all__ = ["ExternalResolver", "decode_document", "encode_document", "parse_format_version"]
+__all__ = [
+    "MAX_FACT_DIM",
+    "ExternalResolver",
+    "decode_document",
+    "encode_document",
+    "fact_shape_problem",
+    "parse_format_version",
+]
 
 #: Turns an ``external`` tensor reference into a byte source: ``(reference, dtype, shape, location)``.
 ExternalResolver = Callable[[Any, str, tuple[int, ...], str], TensorSource]
@@ -27,7 +35,9 @@ ExternalResolver = Callable[[Any, str, tuple[int, ...], str], TensorSource]
 #: Lists and metadata nest at most this deep: reading and writing them recurse, and data nested
 #: about a thousand levels deep would exhaust Python's stack (RecursionError) instead.
 MAX_DEPTH = 100
-_CONTROL = re.compile(r"[\x00-\x1f]")
+#: The largest size a fact may give a dimension: what a signed 64-bit integer holds, the index
+#: type of every framework (a larger one would surface as a raw error deep inside one).
+MAX_FACT_DIM = 2**63 - 1
 _VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\Z")
 _TOP_KEYS = frozenset(
     {"format_version", "metadata", "opsets", "inputs", "input_facts", "outputs", "output_facts", "nodes", "parameters"}
@@ -41,6 +51,9 @@ _REQUIRED_CALL_KEYS = ("id", "parent", "op", "calls", "inputs", "outputs")
 _NOT_IN_CALLS = ("parameters", "output_bindings")
 #: The first format version with calling nodes.
 _CALLS_SINCE = (1, 1)
+#: The first format version whose parameter entries may carry a ``checksum``.
+_CHECKSUM_SINCE = (1, 2)
+_ENTRY_KEYS = frozenset({"value", "learnable", "checksum"})
 
 
 def parse_format_version(raw: Any) -> tuple[int, int]:
@@ -89,7 +102,14 @@ def decode_document(
     if strict:
         _no_unknown_keys(raw, _TOP_KEYS, "")
     calls = (major, minor) >= _CALLS_SINCE
-    decoder = _Decoder(resolve_external, strict, blobs or {}, None if calls else source_version)
+    checksums = (major, minor) >= _CHECKSUM_SINCE
+    decoder = _Decoder(
+        resolve_external,
+        strict,
+        blobs or {},
+        None if calls else source_version,
+        None if checksums else source_version,
+    )
     inputs = decoder.names(_field(raw, "inputs", ""), "/inputs")
     outputs = decoder.ref_list(_field(raw, "outputs", ""), "/outputs")
     nodes = decoder.nodes(_field(raw, "nodes", ""))
@@ -129,12 +149,13 @@ def _plain_refs(value: Any) -> dict[str, Ref] | None:
     return refs
 
 
-def _plain_node(raw: Any) -> Node | None:
+def _plain_node(raw: Any, good_ops: set[str]) -> Node | None:
     """Decode the common node (seven fields, all well-typed) quickly, or return ``None``.
 
     Loading a large graph spends most of its time here. This accepts only what
     :meth:`_Decoder.node` accepts and leaves everything else (metadata, newer fields, any
-    error) to it, so error messages and their locations come from one place.
+    error) to it, so error messages and their locations come from one place. ``good_ops``
+    holds the op names already found well-formed: a graph has few distinct ones.
     """
     if type(raw) is not dict or len(raw) != 7:
         return None
@@ -156,6 +177,12 @@ def _plain_node(raw: Any) -> Node | None:
         or type(outputs) is not list
         or type(slots) is not dict
     ):
+        return None
+    if op not in good_ops:
+        if not is_op_name(op):
+            return None
+        good_ops.add(op)
+    if node_id.count(".") >= MAX_NODE_DEPTH:
         return None
     head, dot, _ = node_id.rpartition(".")
     if parent != (head if dot else None) or type(parent) not in (str, type(None)):
@@ -213,12 +240,16 @@ class _Decoder:
         strict: bool,
         blobs: dict[str, memoryview],
         without_calls: str | None = None,
+        without_checksums: str | None = None,
     ) -> None:
         self.resolve_external = resolve_external
         self.strict = strict
         self.blobs = blobs
         #: The document's version when it predates calling nodes (``None``: calls are allowed).
         self.without_calls = without_calls
+        #: The document's version when it predates entry checksums (``None``: they are allowed).
+        self.without_checksums = without_checksums
+        self.good_ops: set[str] = set()
 
     def names(self, value: Any, where: str) -> list[str]:
         if type(value) is not list:
@@ -250,8 +281,9 @@ class _Decoder:
             raise SchemaError(f"must be an array of nodes, got {_json_type(value)}", location="/nodes")
         result: list[Node] = []
         append = result.append
+        good_ops = self.good_ops
         for i, raw in enumerate(value):
-            node = _plain_node(raw)
+            node = _plain_node(raw, good_ops)
             if node is None:  # anything unusual, valid or not, takes the careful path
                 if type(raw) is not dict:
                     raise SchemaError(f"a node is an object, got {_json_type(raw)}", location=f"/nodes/{i}")
@@ -280,6 +312,12 @@ class _Decoder:
             raise SchemaError(f"missing required field {exc.args[0]!r}", location=here) from None
         if type(node_id) is not str:
             raise SchemaError(f"id must be a string, got {_json_type(node_id)}", location=f"{here}/id")
+        if depth_of(node_id) > MAX_NODE_DEPTH:
+            raise SchemaError(
+                f"node id has {depth_of(node_id)} segments: the tree nests deeper than {MAX_NODE_DEPTH} levels, "
+                "the most a document may",
+                location=f"{here}/id",
+            )
         if parent is not None and type(parent) is not str:
             raise SchemaError(f"parent must be a string or null, got {_json_type(parent)}", location=f"{here}/parent")
         if parent != parent_of(node_id):
@@ -290,6 +328,9 @@ class _Decoder:
             )
         if type(op) is not str or not op:
             raise SchemaError(f"op must be a non-empty string, got {_short(op)}", location=f"{here}/op")
+        problem = op_name_problem(op)
+        if problem is not None:
+            raise SchemaError(f"op {shown_name(op)} {problem}", location=f"{here}/op")
         self.names(outputs, f"{here}/outputs")
         if type(slots) is not dict:
             raise SchemaError(f"parameters must be an object, got {_json_type(slots)}", location=f"{here}/parameters")
@@ -345,10 +386,44 @@ class _Decoder:
                     f'a parameter entry is {{"value": ..., "learnable": boolean}}, got {_short(entry)}',
                     location=where,
                 )
-            if self.strict and len(entry) != 2:
-                _no_unknown_keys(entry, frozenset({"value", "learnable"}), where)
-            table[name] = Parameter(self.value(entry["value"], f"{where}/value"), entry["learnable"])
+            checksum = None
+            if len(entry) != 2:
+                if "checksum" in entry:
+                    checksum = self.checksum(entry, where)
+                if self.strict:
+                    _no_unknown_keys(entry, _ENTRY_KEYS, where)
+            raw = entry["value"]
+            if checksum is not None:
+                parameter_value: Any = self.tensor(raw, f"{where}/value", checksum=checksum, entry=name)
+            else:
+                parameter_value = self.value(raw, f"{where}/value")
+            table[name] = Parameter(parameter_value, entry["learnable"])
         return table
+
+    def checksum(self, entry: dict[str, Any], where: str) -> str:
+        """An entry's ``checksum`` (new in 1.2): well-formed, and beside an inline tensor."""
+        here = f"{where}/checksum"
+        if self.without_checksums is not None:
+            raise SchemaError(
+                f"'checksum' is new in format {_CHECKSUM_SINCE[0]}.{_CHECKSUM_SINCE[1]}; "
+                f"this document declares format {self.without_checksums}",
+                location=here,
+            )
+        checksum = entry["checksum"]
+        if type(checksum) is not str or not CHECKSUM.match(checksum):
+            raise SchemaError(
+                f"a checksum is 'xxh3-64:' and 16 hexadecimal digits, or 'sha256:' and 64, got {_short(checksum)}",
+                location=here,
+            )
+        value = entry["value"]
+        if type(value) is not dict or "data" not in value:
+            kind = "an external tensor, which has its own" if type(value) is dict and "external" in value else None
+            raise SchemaError(
+                "a checksum belongs beside an inline tensor (a value with 'data'); this entry's value is "
+                f"{kind or 'not one'}",
+                location=here,
+            )
+        return checksum
 
     def value(self, value: Any, where: str) -> Any:
         kind = type(value)
@@ -376,13 +451,17 @@ class _Decoder:
                 raise SchemaError(f"{item} is not a JSON number", location=f"{where}/{k}")
         return value
 
-    def tensor(self, value: dict[str, Any], where: str) -> Tensor:
+    def tensor(
+        self, value: dict[str, Any], where: str, *, checksum: str | None = None, entry: str | None = None
+    ) -> Tensor:
         keys = value.keys()
         if keys == {"dtype", "shape", "data"}:
             data = value["data"]
             if self.blobs and type(data) is str and data[:1] == "\x00":
                 data = self.blobs.get(data, data)
-            return Tensor.from_base64(value["dtype"], value["shape"], data, location=where)
+            return Tensor.from_base64(
+                value["dtype"], value["shape"], data, location=where, checksum=checksum, entry=entry
+            )
         if keys == {"dtype", "shape", "external"}:
             from trama.format._dtypes import numpy_dtype
 
@@ -413,25 +492,25 @@ class _Decoder:
         return value
 
     def restore_blobs(self, value: Any, where: str) -> Any:
-        """Put back long ``"data"`` strings the parser lifted out of free-form metadata."""
+        """Put back long ``"data"`` strings the parser lifted out of free-form metadata (only
+        runs of base64 characters are lifted, so each is plain ASCII text)."""
         if type(value) is dict:
             return {key: self.restore_blobs(item, where) for key, item in value.items()}
         if type(value) is list:
             return [self.restore_blobs(item, where) for item in value]
         if type(value) is str and value[:1] == "\x00" and value in self.blobs:
-            try:
-                text = bytes(self.blobs[value]).decode("utf-8")
-            except UnicodeDecodeError:
-                raise SchemaError("a metadata string is not UTF-8 text", location=where) from None
-            if _CONTROL.search(text):  # the parser never saw this string, so check it as JSON would
-                raise SchemaError("a metadata string holds a raw control character", location=where)
-            return text
+            return bytes(self.blobs[value]).decode("ascii")
         return value
 
     def opsets(self, value: Any) -> dict[str, int]:
         if type(value) is not dict:
             raise SchemaError(f"opsets must be an object, got {_json_type(value)}", location="/opsets")
         for name, version in value.items():
+            problem = op_name_problem(name)
+            if problem is not None:
+                raise SchemaError(
+                    f"opset namespace {shown_name(name)} {problem}", location=f"/opsets/{pointer_token(name)}"
+                )
             if type(version) is not int or version < 1:
                 raise SchemaError(
                     f"opset version must be a positive integer, got {_short(version)}",
@@ -459,16 +538,29 @@ class _Decoder:
                 numpy_dtype(dtype, location=f"{here}/dtype")
             shape = fact.get("shape")
             if shape is not None:
-                if type(shape) is not list or not all(
-                    (type(d) is int and d >= 0) or (type(d) is str and d) for d in shape
-                ):
-                    raise SchemaError(
-                        f"a fact's shape lists non-negative integers and dimension names, got {_short(shape)}",
-                        location=f"{here}/shape",
-                    )
+                found = fact_shape_problem(shape)
+                if found is not None:
+                    message, dim = found
+                    raise SchemaError(message, location=f"{here}/shape" if dim is None else f"{here}/shape/{dim}")
                 shape = tuple(shape)
             facts.append(ValueFact(dtype, shape))
         return facts
+
+
+def fact_shape_problem(shape: Any) -> tuple[str, int | None] | None:
+    """What is wrong with a fact's ``shape`` and at which dimension (``None``: the whole shape),
+    or ``None`` when it is well-formed: a list of at most :data:`MAX_RANK` dimensions, each a
+    non-negative integer that fits a signed 64-bit integer or a non-empty dimension name."""
+    if type(shape) not in (list, tuple) or not all(
+        (type(d) is int and d >= 0) or (type(d) is str and d) for d in shape
+    ):
+        return f"a fact's shape lists non-negative integers and dimension names, got {_short(shape)}", None
+    if len(shape) > MAX_RANK:
+        return f"a fact's shape has {len(shape)} dimensions; at most {MAX_RANK} are allowed", None
+    for k, dim in enumerate(shape):
+        if type(dim) is int and dim > MAX_FACT_DIM:
+            return f"dimension {_short(dim)} does not fit a signed 64-bit integer (at most 2**63 - 1)", k
+    return None
 
 
 def _check_depth(value: Any, where: str) -> None:
@@ -506,11 +598,17 @@ def encode_document(model: Model, tensor: Callable[[str, Tensor], dict[str, Any]
     if model.output_facts is not None:
         doc["output_facts"] = [_encode_fact(f) for f in model.output_facts]
     doc["nodes"] = [_encode_node(node) for node in model.nodes]
-    doc["parameters"] = {
-        name: {"value": _encode_value(name, entry.value, tensor), "learnable": entry.learnable}
-        for name, entry in model.parameters.items()
-    }
+    doc["parameters"] = {name: _encode_entry(name, entry, tensor) for name, entry in model.parameters.items()}
     return doc
+
+
+def _encode_entry(name: str, entry: Parameter, tensor: Callable[[str, Tensor], dict[str, Any]]) -> dict[str, Any]:
+    """An entry; one holding a tensor written inline records the tensor's checksum (new in 1.2)."""
+    value = entry.value
+    encoded = {"value": _encode_value(name, value, tensor), "learnable": entry.learnable}
+    if isinstance(value, Tensor) and "data" in encoded["value"]:
+        encoded["checksum"] = inline_checksum(value)
+    return encoded
 
 
 def _encode_ref(ref: Ref) -> dict[str, str]:

@@ -5,7 +5,9 @@ key in one object is an error (JSON leaves it undefined, and a silent "last one 
 edits), ``NaN``/``Infinity`` are refused (not JSON), and too-deep nesting is reported instead of
 crashing. Long base64 runs in ``"data"`` fields are cut out of the text before parsing and kept
 as zero-copy views of the input, which halves the peak memory of loading an inline-weights file
-and lets tensors decode lazily straight from the file's bytes.
+and lets tensors decode lazily straight from the file's bytes. Only a run of base64 characters
+is cut out: anything else (a raw newline, a NUL, a byte that is not UTF-8) stays in the text, so
+that the JSON parser refuses it where it is, exactly as in a short string.
 """
 
 from __future__ import annotations
@@ -19,12 +21,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pybase64
+
 from trama.errors import JSONError
 
 __all__ = ["BLOB_MIN_LENGTH", "ParsedText", "format_json", "gc_paused", "parse_json"]
 
 #: Base64 runs at least this long are lifted out of the text before parsing.
 BLOB_MIN_LENGTH = 1024
+#: A candidate run is checked this many characters at a time (a multiple of 4).
+_CHECK_CHUNK = 1 << 16
 #: Containers whose one-line form fits in this many columns are written on one line.
 LINE_WIDTH = 100
 
@@ -135,8 +141,10 @@ def _lift_blobs(raw: bytes | mmap.mmap) -> tuple[bytes | mmap.mmap, dict[str, me
     """Replace long ``"data": "<base64>"`` strings by short placeholders.
 
     A candidate must be the key ``"data"`` right after ``{`` or ``,`` (so it cannot be inside a
-    string) and its value must contain no backslash (so the end quote is the real one). The
-    replacement is itself a valid JSON string, so the text stays valid exactly when it was.
+    string), and its value must be base64 characters in whole groups of four and nothing else (so
+    the end quote is the real one, and the JSON parser would have accepted every byte of it). The replacement is
+    itself a valid JSON string, so the text stays valid exactly when it was; a string that is
+    not base64 is left where it is, for the parser to judge.
     """
     if len(raw) < BLOB_MIN_LENGTH or raw.find(b'"data"') < 0:
         return raw, {}
@@ -150,7 +158,7 @@ def _lift_blobs(raw: bytes | mmap.mmap) -> tuple[bytes | mmap.mmap, dict[str, me
         start = _value_start(raw, at)
         if start is not None:
             end = raw.find(b'"', start)
-            if end - start >= BLOB_MIN_LENGTH and raw.find(b"\\", start, end) < 0:
+            if end - start >= BLOB_MIN_LENGTH and _is_base64(view[start:end]):
                 placeholder = f"\x00{nonce}:{len(blobs)}"
                 blobs[placeholder] = view[start:end]
                 pieces.append(view[done:start])
@@ -162,6 +170,22 @@ def _lift_blobs(raw: bytes | mmap.mmap) -> tuple[bytes | mmap.mmap, dict[str, me
         return raw, {}
     pieces.append(view[done:])
     return b"".join(pieces), blobs
+
+
+def _is_base64(run: memoryview) -> bool:
+    """Whether ``run`` holds only base64 characters (``A-Za-z0-9+/`` and ``=`` padding), so that
+    the JSON parser would accept it as a string. Checked by decoding it a chunk at a time: the
+    fastest check at hand (about 5 GB/s), holding no more than a chunk. The full base64 rules
+    (padding only at the very end) are checked, as for any tensor, when the tensor is decoded."""
+    size = len(run)
+    if size % 4:
+        return False
+    try:
+        for begin in range(0, size, _CHECK_CHUNK):
+            pybase64.b64decode(run[begin : begin + _CHECK_CHUNK], validate=True)
+    except ValueError:  # binascii.Error
+        return False
+    return True
 
 
 def _value_start(raw: bytes | mmap.mmap, at: int) -> int | None:

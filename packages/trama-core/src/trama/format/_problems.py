@@ -13,6 +13,7 @@ not "not a boolean"), and errors come in document order, not the validator's.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import re
 from collections.abc import Callable, Iterator
@@ -28,7 +29,8 @@ from trama.format._codec import decode_document, parse_format_version
 from trama.format._external import make_resolver
 from trama.format._jsontext import ParsedText, gc_paused, parse_json
 from trama.format._model import Model
-from trama.format._schema import json_schema
+from trama.format._names import DOTTED_ID, MAX_ENTRY_SEGMENTS, MAX_NODE_DEPTH, depth_of, shown_name
+from trama.format._schema import ENTRY_NAME_PATTERN, NODE_ID_PATTERN, json_schema
 from trama.format._tensor import Tensor
 from trama.format._validation import collect_errors
 from trama.version import FORMAT_MAJOR, FORMAT_MINOR
@@ -80,32 +82,191 @@ def document_problems(data: bytes | mmap.mmap, folder: Path, *, schema: bool = T
 
 def schema_violations(parsed: ParsedText) -> list[Problem]:
     """Every JSON Schema violation in a parsed document, with its JSON Pointer location, in
-    document order (the validator's own order depends on set iteration, so it varies by run)."""
-    validator = _schema_validator(parsed.blobs)(json_schema())
-    errors = [leaf for error in validator.iter_errors(parsed.data) for leaf in _specific_errors(error)]
-    errors.sort(key=_document_order(parsed.data))
-    return [Problem(error.message, _pointer(error.absolute_path)) for error in errors]
+    document order (the validator's own order depends on set iteration, so it varies by run).
+
+    The document is checked a part at a time: the top level without the contents of ``nodes``
+    and ``parameters``, then each node against the node schema and each entry against the entry
+    schema, each part's errors turned into problems before the next part is checked. For every
+    failure jsonschema builds a tree of errors (an ``anyOf`` keeps each branch's errors, each
+    message quoting its value); kept for a whole document, those trees made a 1.6 MB file need
+    1.3 GB. Part by part, the memory is that of the largest part plus the problems. Nested lists
+    are walked without recursion, and an ``anyOf`` whose branches differ by type descends into
+    the one branch that fits, so nothing builds an error for a branch that could never apply.
+    """
+    data = parsed.data
+    schema = json_schema()
+    defs = schema["$defs"]
+    validator_class = _schema_validator(parsed.blobs, defs)
+    position = _document_order(data)
+    found: list[tuple[list[int], Problem]] = []
+    seen: set[Problem] = set()  # two keywords may say the same thing at one place
+
+    def check(validator: Any, instance: Any, prefix: list[Any]) -> None:
+        for error in validator.iter_errors(instance):
+            for leaf in _specific_errors(error):
+                if _said_by_min_length(leaf):
+                    continue
+                path = [*prefix, *leaf.absolute_path]
+                problem = Problem(_message(leaf), _pointer(path))
+                if problem not in seen:
+                    seen.add(problem)
+                    found.append((position(path), problem))
+
+    properties = schema["properties"]
+    top = {
+        **schema,
+        "properties": {
+            **properties,
+            "nodes": {key: value for key, value in properties["nodes"].items() if key != "items"},
+            "parameters": {
+                key: value for key, value in properties["parameters"].items() if key != "additionalProperties"
+            },
+        },
+    }
+    check(validator_class(top), data, [])
+    if type(data) is dict:
+        nodes = data.get("nodes")
+        if type(nodes) is list:
+            node_validator = validator_class({"$defs": defs, "$ref": "#/$defs/node"})
+            for i, node in enumerate(nodes):
+                check(node_validator, node, ["nodes", i])
+        table = data.get("parameters")
+        if type(table) is dict:
+            entry_validator = validator_class({"$defs": defs, "$ref": "#/$defs/entry"})
+            for name, entry in table.items():
+                check(entry_validator, entry, ["parameters", name])
+    found.sort(key=lambda item: item[0])
+    return [problem for _, problem in found]
 
 
-def _schema_validator(blobs: dict[str, memoryview]) -> Any:
-    """The 2020-12 validator, taught that the parser's blob placeholders stand for their text.
+def _said_by_min_length(error: jsonschema.ValidationError) -> bool:
+    """An empty string that ``minLength`` refuses is not also reported as not matching a pattern."""
+    schema = error.schema
+    return (
+        error.validator == "pattern"
+        and error.instance == ""
+        and isinstance(schema, dict)
+        and bool(schema.get("minLength"))
+    )
 
-    :func:`~trama.format._jsontext.parse_json` replaces long base64 ``data`` strings by placeholders to
-    save memory; the ``pattern`` keyword checks the original bytes instead, with no copy.
+
+def _message(error: jsonschema.ValidationError, limit: int = 200) -> str:
+    """The error's message, with a long quoted value at its start cut short (jsonschema quotes
+    the whole value, which may be a megabyte of the document)."""
+    message = str(error.message)
+    if len(message) <= limit:
+        return message
+    quoted = repr(error.instance)
+    if len(quoted) > limit and message.startswith(quoted):
+        return f"{quoted[: limit - 3]}...{message[len(quoted) :]}"
+    return message
+
+
+_SCALAR = frozenset({"boolean", "integer", "number", "string", "null"})
+
+
+def _schema_validator(blobs: dict[str, memoryview], defs: dict[str, Any]) -> Any:
+    """The 2020-12 validator, changed in three ways that keep its verdicts and messages:
+
+    * ``pattern`` knows that the parser's blob placeholders stand for their text
+      (:func:`~trama.format._jsontext.parse_json` replaces long base64 ``data`` strings by
+      placeholders to save memory), and checks the original bytes instead, with no copy; and
+      its ``$`` means the end of the string, as in JSON Schema's regular expressions (Python's
+      also matches before a final newline, which would let ``"Linear\\n"`` pass);
+    * ``anyOf`` whose branches each state a type descends only into the branch that fits the
+      value, the one whose errors :func:`_specific_errors` would report anyway;
+    * a list value (``$defs/list``) is walked with a stack, not recursively.
     """
     base = jsonschema.Draft202012Validator
-    if not blobs:
-        return base
-    plain_pattern = base.VALIDATORS["pattern"]
+    plain_any_of = base.VALIDATORS["anyOf"]
+    plain_ref = base.VALIDATORS["$ref"]
 
     def pattern(validator: Any, regex: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
-        blob = blobs.get(instance) if isinstance(instance, str) else None
+        if not isinstance(instance, str):
+            return
+        blob = blobs.get(instance) if blobs else None
         if blob is None:
-            yield from plain_pattern(validator, regex, instance, schema)
+            if _compiled(regex).search(instance) is None:
+                yield jsonschema.ValidationError(_pattern_message(regex, instance))
         elif re.search(regex.encode("ascii"), blob) is None:
             yield jsonschema.ValidationError(f"the {len(blob)}-character string does not match {regex!r}")
 
-    return jsonschema.validators.extend(base, {"pattern": pattern})  # type: ignore[no-untyped-call]
+    def branch_types(branch: Any) -> list[str] | None:
+        if type(branch) is dict and "type" in branch:
+            declared = branch["type"]
+        elif type(branch) is dict and branch.keys() == {"$ref"} and branch["$ref"].startswith("#/$defs/"):
+            declared = defs.get(branch["$ref"].removeprefix("#/$defs/"), {}).get("type")
+        else:
+            return None
+        if declared is None:
+            return None
+        return [declared] if isinstance(declared, str) else list(declared)
+
+    def any_of(validator: Any, branches: list[Any], instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+        types = [branch_types(branch) for branch in branches]
+        if all(declared is not None for declared in types):
+            fitting = [
+                k for k, declared in enumerate(types) if any(validator.is_type(instance, t) for t in declared or ())
+            ]
+            if len(fitting) == 1:
+                yield from validator.descend(instance, branches[fitting[0]], schema_path=fitting[0])
+                return
+            if not fitting:
+                yield jsonschema.ValidationError(f"{instance!r} is not valid under any of the given schemas")
+                return
+        yield from plain_any_of(validator, branches, instance, schema)
+
+    def ref(validator: Any, reference: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+        if reference == "#/$defs/list" and type(instance) is list:
+            yield from _list_errors(instance)
+        else:
+            yield from plain_ref(validator, reference, instance, schema)
+
+    return jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        base, {"pattern": pattern, "anyOf": any_of, "$ref": ref}
+    )
+
+
+def _pattern_message(regex: str, instance: str) -> str:
+    """jsonschema's message for a string that does not match, unless the string is a well-formed
+    dotted identifier with too many segments: then the limit it breaks is named (a tree nested
+    400 deep would otherwise read as thousands of ids that "do not match" a long pattern)."""
+    limit = _SEGMENT_LIMITS.get(regex)
+    if limit is not None and DOTTED_ID.match(instance) and depth_of(instance) > limit:
+        if limit == MAX_NODE_DEPTH:
+            return (
+                f"{shown_name(instance)} has {depth_of(instance)} segments: the tree nests deeper than "
+                f"{MAX_NODE_DEPTH} levels, the most a document may"
+            )
+        return f"{shown_name(instance)} has {depth_of(instance)} segments; at most {limit} are allowed"
+    return f"{instance!r} does not match {regex!r}"
+
+
+_SEGMENT_LIMITS = {NODE_ID_PATTERN: MAX_NODE_DEPTH, ENTRY_NAME_PATTERN: MAX_ENTRY_SEGMENTS}
+
+
+def _list_errors(value: list[Any]) -> Iterator[jsonschema.ValidationError]:
+    """A list value's errors as ``$defs/list`` gives them (its items are scalars or lists), found
+    with a stack: JSON lets a list nest as deep as the parser allows."""
+    stack: list[tuple[list[Any], tuple[int, ...]]] = [(value, ())]
+    while stack:
+        items, path = stack.pop()
+        for k, item in enumerate(items):
+            kind = type(item)
+            if kind is list:
+                stack.append((item, (*path, k)))
+            elif kind is dict:
+                yield jsonschema.ValidationError(
+                    f"{item!r} is not valid under any of the given schemas", path=[*path, k], instance=item
+                )
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(regex: str) -> re.Pattern[str]:
+    """A schema pattern with its final ``$`` read as JSON Schema reads it: the end of the string."""
+    if regex.endswith("$") and not regex.endswith("\\$"):
+        regex = regex[:-1] + r"\Z"
+    return re.compile(regex)
 
 
 def _specific_errors(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
@@ -130,22 +291,25 @@ def _specific_errors(error: jsonschema.ValidationError) -> list[jsonschema.Valid
 
 
 def _wrong_type(error: jsonschema.ValidationError) -> bool:
-    return error.validator == "type" and not error.relative_path
+    """The branch cannot be the one meant: the value is not of its type, or not its one constant
+    (a reference's node is ``"%input"`` or an id: a bad id is judged as an id)."""
+    return error.validator in ("type", "const") and not error.relative_path
 
 
 def _branch_rank(errors: list[jsonschema.ValidationError]) -> tuple[int, int]:
     return -max(len(error.relative_path) for error in errors), len(errors)
 
 
-def _document_order(data: Any) -> Callable[[jsonschema.ValidationError], list[int]]:
-    """A sort key: the position of an error's location in the document, as one index per level
-    (objects keep their text order, so a key's index in its object is its place in the file)."""
+def _document_order(data: Any) -> Callable[[list[Any]], list[int]]:
+    """A sort key: the position of a location (a path of keys and indexes) in the document, as
+    one index per level (objects keep their text order, so a key's index in its object is its
+    place in the file)."""
     key_indexes: dict[int, dict[str, int]] = {}
 
-    def position(error: jsonschema.ValidationError) -> list[int]:
+    def position(path: list[Any]) -> list[int]:
         place: list[int] = []
         value = data
-        for token in error.absolute_path:
+        for token in path:
             if isinstance(value, dict):
                 index = key_indexes.get(id(value))
                 if index is None:

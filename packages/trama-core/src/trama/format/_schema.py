@@ -10,23 +10,34 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from trama.format._codec import MAX_FACT_DIM
 from trama.format._dtypes import DTYPE_NAMES
+from trama.format._names import MAX_ENTRY_SEGMENTS, MAX_NAME_LENGTH, MAX_NODE_DEPTH, SEGMENT
+from trama.format._tensor import MAX_RANK
 from trama.version import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
 
-__all__ = ["json_schema"]
+__all__ = ["ENTRY_NAME_PATTERN", "NODE_ID_PATTERN", "json_schema"]
 
-_DOTTED = r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$"
-_NAME = r"^[A-Za-z0-9_]+$"
+#: Node ids: at most MAX_NODE_DEPTH segments. Entry names: at most MAX_ENTRY_SEGMENTS.
+NODE_ID_PATTERN = rf"^{SEGMENT}(\.{SEGMENT}){{0,{MAX_NODE_DEPTH - 1}}}$"
+ENTRY_NAME_PATTERN = rf"^{SEGMENT}(\.{SEGMENT}){{0,{MAX_ENTRY_SEGMENTS - 1}}}$"
+_NAME = rf"^{SEGMENT}$"
+#: Op names and opset namespaces, as trama.format._names.OP_NAME (length bounded by maxLength).
+_OP_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 _VERSIONS = rf"^{FORMAT_MAJOR}\.({'|'.join(str(minor) for minor in range(FORMAT_MINOR + 1))})$"
+_CHECKSUM = "^(xxh3-64:[0-9a-f]{16}|sha256:[0-9a-f]{64})$"
 
 #: The members every node has, whether it is a calling node or not.
 _NODE_MEMBERS: dict[str, Any] = {
-    "id": {"type": "string", "pattern": _DOTTED},
-    "parent": {"anyOf": [{"type": "null"}, {"type": "string", "pattern": _DOTTED}]},
-    "op": {"type": "string", "minLength": 1},
+    "id": {"type": "string", "pattern": NODE_ID_PATTERN},
+    "parent": {"anyOf": [{"type": "null"}, {"type": "string", "pattern": NODE_ID_PATTERN}]},
+    "op": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH, "pattern": _OP_NAME},
     "inputs": {"$ref": "#/$defs/refs"},
     "outputs": {"type": "array", "items": {"type": "string", "pattern": _NAME}, "uniqueItems": True},
-    "metadata": {"$ref": "#/$defs/metadata"},
+    "metadata": {
+        "type": ["object", "null"],
+        "description": "Free-form, as the document's; null is the same as absent.",
+    },
 }
 
 _SCHEMA: dict[str, Any] = {
@@ -39,23 +50,24 @@ _SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         # This version or an older minor of it: a newer minor may add fields that
-        # additionalProperties would refuse. (Members new in a minor, like "calls" in 1.1, are
-        # refused in older-minor documents by the decoder, not here.)
+        # additionalProperties would refuse. (Members new in a minor, like "calls" in 1.1 and an
+        # entry's "checksum" in 1.2, are refused in older-minor documents by the decoder, not here.)
         "format_version": {"type": "string", "pattern": _VERSIONS},
         "metadata": {"$ref": "#/$defs/metadata"},
         "opsets": {
             "type": "object",
             "description": "Opset version each op namespace relies on ('trama' is the standard catalog).",
+            "propertyNames": {"maxLength": MAX_NAME_LENGTH, "pattern": _OP_NAME},
             "additionalProperties": {"type": "integer", "minimum": 1},
         },
         "inputs": {"type": "array", "items": {"type": "string", "pattern": _NAME}},
-        "input_facts": {"type": "array", "items": {"$ref": "#/$defs/fact"}},
+        "input_facts": {"type": ["array", "null"], "items": {"$ref": "#/$defs/fact"}},
         "outputs": {"type": "array", "items": {"$ref": "#/$defs/ref"}},
-        "output_facts": {"type": "array", "items": {"$ref": "#/$defs/fact"}},
+        "output_facts": {"type": ["array", "null"], "items": {"$ref": "#/$defs/fact"}},
         "nodes": {"type": "array", "items": {"$ref": "#/$defs/node"}},
         "parameters": {
             "type": "object",
-            "propertyNames": {"pattern": _DOTTED},
+            "propertyNames": {"pattern": ENTRY_NAME_PATTERN},
             "additionalProperties": {"$ref": "#/$defs/entry"},
         },
     },
@@ -66,7 +78,7 @@ _SCHEMA: dict[str, Any] = {
             "required": ["node", "output"],
             "additionalProperties": False,
             "properties": {
-                "node": {"type": "string", "anyOf": [{"const": "%input"}, {"pattern": _DOTTED}]},
+                "node": {"type": "string", "anyOf": [{"const": "%input"}, {"pattern": NODE_ID_PATTERN}]},
                 "output": {"type": "string", "pattern": _NAME},
             },
         },
@@ -79,10 +91,16 @@ _SCHEMA: dict[str, Any] = {
             "type": ["object", "null"],
             "additionalProperties": False,
             "properties": {
-                "dtype": {"enum": list(DTYPE_NAMES)},
+                "dtype": {"enum": [*DTYPE_NAMES, None]},
                 "shape": {
-                    "type": "array",
-                    "items": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}]},
+                    "type": ["array", "null"],
+                    "maxItems": MAX_RANK,
+                    "items": {
+                        "anyOf": [
+                            {"type": "integer", "minimum": 0, "maximum": MAX_FACT_DIM},
+                            {"type": "string", "minLength": 1},
+                        ]
+                    },
                 },
             },
         },
@@ -99,7 +117,7 @@ _SCHEMA: dict[str, Any] = {
             "outputs repeat that node's, and it has no parameters, bindings or children of its own.",
             "required": ["id", "parent", "op", "calls", "inputs", "outputs"],
             "additionalProperties": False,
-            "properties": {**_NODE_MEMBERS, "calls": {"type": "string", "pattern": _DOTTED}},
+            "properties": {**_NODE_MEMBERS, "calls": {"type": "string", "pattern": NODE_ID_PATTERN}},
         },
         "block_node": {
             "type": "object",
@@ -115,7 +133,7 @@ _SCHEMA: dict[str, Any] = {
                         "type": "object",
                         "required": ["name"],
                         "additionalProperties": False,
-                        "properties": {"name": {"type": "string", "pattern": _DOTTED}},
+                        "properties": {"name": {"type": "string", "pattern": ENTRY_NAME_PATTERN}},
                     },
                 },
                 "output_bindings": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/refs"}]},
@@ -125,7 +143,17 @@ _SCHEMA: dict[str, Any] = {
             "type": "object",
             "required": ["value", "learnable"],
             "additionalProperties": False,
-            "properties": {"value": {"$ref": "#/$defs/value"}, "learnable": {"type": "boolean"}},
+            "properties": {
+                "value": {"$ref": "#/$defs/value"},
+                "learnable": {"type": "boolean"},
+                "checksum": {
+                    "type": "string",
+                    "pattern": _CHECKSUM,
+                    "description": "New in 1.2, for an inline tensor value: the hash of '<dtype>[<d0>,<d1>,...]' "
+                    "followed by the tensor's little-endian C-order bytes",
+                },
+            },
+            "dependentSchemas": {"checksum": {"properties": {"value": {"$ref": "#/$defs/tensor"}}}},
         },
         "value": {
             "anyOf": [
@@ -141,7 +169,7 @@ _SCHEMA: dict[str, Any] = {
                 "anyOf": [{"type": ["boolean", "integer", "number", "string", "null"]}, {"$ref": "#/$defs/list"}]
             },
         },
-        "shape": {"type": "array", "maxItems": 64, "items": {"type": "integer", "minimum": 0}},
+        "shape": {"type": "array", "maxItems": MAX_RANK, "items": {"type": "integer", "minimum": 0}},
         "tensor": {
             "type": "object",
             "required": ["dtype", "shape", "data"],
@@ -170,7 +198,7 @@ _SCHEMA: dict[str, Any] = {
                     "properties": {
                         "path": {"type": "string", "minLength": 1},
                         "key": {"type": "string"},
-                        "checksum": {"type": "string", "pattern": "^(xxh3-64:[0-9a-f]{16}|sha256:[0-9a-f]{64})$"},
+                        "checksum": {"type": "string", "pattern": _CHECKSUM},
                     },
                 },
             },

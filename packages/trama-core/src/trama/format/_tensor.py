@@ -8,22 +8,65 @@ or allocated, so a file cannot make the reader allocate more than the file itsel
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 import sys
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
 import pybase64
+import xxhash
 
-from trama.errors import TensorDataError
+from trama.errors import TensorDataError, pointer_token
 from trama.format._dtypes import dtype_name, numpy_dtype
 
-__all__ = ["Base64Source", "Tensor", "TensorSource", "base64_length", "encode_base64"]
+__all__ = [
+    "CHECKSUM",
+    "Base64Source",
+    "Tensor",
+    "TensorSource",
+    "base64_length",
+    "encode_base64",
+    "inline_checksum",
+    "tensor_checksum",
+]
 
 #: No real tensor has more dimensions than this; a larger rank is a malformed file.
 MAX_RANK = 64
 #: Element count (zero dimensions not counted) above which no array of any dtype fits in memory.
 MAX_ELEMENTS = sys.maxsize // 8
+
+
+#: A checksum as the format writes it: the algorithm, a colon, the hexadecimal digest. Readers
+#: accept uppercase digits too, as they do for external tensors.
+CHECKSUM = re.compile(r"(?:xxh3-64:[0-9a-fA-F]{16}|sha256:[0-9a-fA-F]{64})\Z")
+
+
+def tensor_checksum(dtype: str, shape: Sequence[int], data: Any, algorithm: str = "xxh3-64") -> str:
+    """The checksum an entry records for its inline tensor (``docs/format.md``, "Inline tensors").
+
+    The hash covers the ASCII text ``<dtype>[<d0>,<d1>,...]`` (``int64[2,3]``, ``float32[]``)
+    followed by the tensor's little-endian C-order bytes ``data``: an edit of the bytes, of the
+    dtype (an int64 tensor relabelled float64 has the same bytes) or of the shape all change it.
+    """
+    header = f"{dtype}[{','.join(str(int(d)) for d in shape)}]".encode("ascii")
+    if algorithm == "xxh3-64":
+        hasher: Any = xxhash.xxh3_64()
+    elif algorithm == "sha256":
+        hasher = hashlib.sha256()
+    else:
+        raise ValueError(f"unknown checksum algorithm {algorithm!r} (known: xxh3-64, sha256)")
+    hasher.update(header)
+    hasher.update(data)
+    return f"{algorithm}:{hasher.hexdigest()}"
+
+
+def inline_checksum(tensor: Tensor) -> str:
+    """The ``xxh3-64`` checksum a writer records beside ``tensor`` written inline."""
+    array = np.ascontiguousarray(tensor.numpy(), dtype=numpy_dtype(tensor.dtype))
+    return tensor_checksum(tensor.dtype, tensor.shape, array.reshape(-1).view(np.uint8))
 
 
 def base64_length(nbytes: int) -> int:
@@ -70,13 +113,24 @@ class TensorSource(Protocol):
 
 
 class Base64Source:
-    """Bytes held as base64 text inside the document."""
+    """Bytes held as base64 text inside the document, with the checksum its entry records
+    (``None`` when it records none), verified when the bytes are decoded."""
 
-    __slots__ = ("data", "location")
+    __slots__ = ("checksum", "data", "entry", "location")
 
-    def __init__(self, data: str | bytes | memoryview, location: str | None) -> None:
+    def __init__(
+        self,
+        data: str | bytes | memoryview,
+        location: str | None,
+        *,
+        checksum: str | None = None,
+        entry: str | None = None,
+    ) -> None:
         self.data = data
         self.location = location
+        self.checksum = checksum
+        #: The name of the parameter entry that holds the tensor, for the checksum's message.
+        self.entry = entry
 
     def load(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         try:
@@ -89,7 +143,25 @@ class Base64Source:
                 f"tensor data decodes to {len(raw)} bytes but {dtype_name(dtype)}{list(shape)} needs {expected}",
                 location=self.location,
             )
+        if self.checksum is not None:
+            self._verify(raw, dtype, shape)
         return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+    def _verify(self, raw: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+        assert self.checksum is not None
+        where = self.location if self.entry is None else f"/parameters/{pointer_token(self.entry)}/checksum"
+        algorithm, _, digest = self.checksum.partition(":")
+        try:
+            actual = tensor_checksum(dtype_name(dtype), shape, raw, algorithm).partition(":")[2]
+        except ValueError as exc:
+            raise TensorDataError(str(exc), location=where) from None
+        if actual != digest.lower():
+            entry = "this entry" if self.entry is None else f"entry {self.entry!r}"
+            raise TensorDataError(
+                f"the tensor of {entry} does not match the checksum the entry records: its data, dtype "
+                "or shape was changed after it was written",
+                location=where,
+            )
 
     def describe(self) -> str:
         return "inline base64"
@@ -131,11 +203,22 @@ class Tensor:
         return cls(name, tuple(int(d) for d in array.shape), array=array)
 
     @classmethod
-    def from_base64(cls, dtype: Any, shape: Any, data: Any, *, location: str | None = None) -> Tensor:
+    def from_base64(
+        cls,
+        dtype: Any,
+        shape: Any,
+        data: Any,
+        *,
+        location: str | None = None,
+        checksum: str | None = None,
+        entry: str | None = None,
+    ) -> Tensor:
         """Build a lazily decoded tensor from a document's ``{dtype, shape, data}`` value.
 
         Everything that can be checked without decoding is checked here: the dtype name, the
         shape, and that the base64 text has exactly the length ``dtype`` × ``shape`` implies.
+        ``checksum`` (of the entry ``entry``, already checked for form) is verified on decoding,
+        before any value is handed out.
         """
         np_dtype = numpy_dtype(dtype, location=location)
         dims = check_shape(shape, location=location)
@@ -149,7 +232,8 @@ class Tensor:
                 f"({nbytes} bytes) needs exactly {expected}",
                 location=location,
             )
-        return cls(dtype, dims, source=Base64Source(data, location), location=location)
+        source = Base64Source(data, location, checksum=checksum, entry=entry)
+        return cls(dtype, dims, source=source, location=location)
 
     @property
     def nbytes(self) -> int:

@@ -10,19 +10,28 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from trama.errors import RegistryError, TramaError, ValidationError, pointer_token
 from trama.format._calls import call_cycle
+from trama.format._codec import fact_shape_problem
 from trama.format._model import INPUT, Model, Node, Ref, parent_of
+from trama.format._names import (
+    DOTTED_ID,
+    MAX_ENTRY_SEGMENTS,
+    MAX_NAME_LENGTH,
+    MAX_NODE_DEPTH,
+    NAME,
+    SEGMENT,
+    depth_of,
+    is_op_name,
+    op_name_problem,
+    shown_name,
+)
 from trama.format._specs import OpRegistry, value_type
 from trama.format._tensor import Tensor
 
 __all__ = ["DOTTED_ID", "NAME", "collect_errors", "registry_errors", "structural_errors", "validate"]
-
-#: A node id or parameter name: dot-separated segments of ``[A-Za-z0-9_]``.
-DOTTED_ID = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*\Z")
-#: A port, output or model input name: one segment.
-NAME = re.compile(r"[A-Za-z0-9_]+\Z")
 
 
 def validate(model: Model, registry: OpRegistry | None = None, *, allow_unknown_ops: bool = False) -> None:
@@ -39,7 +48,7 @@ def collect_errors(
 ) -> list[TramaError]:
     """Every structural problem, then (if the structure holds and a registry is given) every
     registry problem. ``allow_unknown_ops`` checks only the nodes whose op the registry knows
-    (the format itself allows any op name)."""
+    (the format does not need a catalog to know an op)."""
     errors = structural_errors(model)
     if not errors and registry is not None:
         errors = registry_errors(model, registry, allow_unknown_ops=allow_unknown_ops)
@@ -63,18 +72,30 @@ def structural_errors(model: Model) -> list[TramaError]:
         fail("model inputs repeat a name", "/inputs")
     for k, name in enumerate(model.inputs):
         if not NAME.match(name):
-            fail(f"input name {name!r} is not an identifier ([A-Za-z0-9_]+)", f"/inputs/{k}")
+            fail(f"input name {shown_name(name)} {_not_a_name(name)}", f"/inputs/{k}")
+    for namespace in model.opsets:
+        if not is_op_name(namespace):
+            fail(
+                f"opset namespace {shown_name(namespace)} {op_name_problem(namespace)}",
+                f"/opsets/{pointer_token(namespace)}",
+            )
+    for k, fact in enumerate(model.input_facts or ()):
+        _check_fact(fact, f"/input_facts/{k}", fail)
+    for k, fact in enumerate(model.output_facts or ()):
+        _check_fact(fact, f"/output_facts/{k}", fail)
 
     nodes = model.nodes
     ids = [node.id for node in nodes]
     all_ids = set(ids)
     if not _all_dotted(ids):
         for i, node_id in enumerate(ids):
-            if not DOTTED_ID.match(node_id):
-                fail(f"node id {node_id!r} is not a dotted identifier", f"/nodes/{i}/id", node_id)
+            problem = _dotted_problem(node_id, MAX_NODE_DEPTH)
+            if problem is not None:
+                fail(f"node id {shown_name(node_id)} {problem}", f"/nodes/{i}/id", node_id)
     # id -> (node, its parent id); a node is declared once every earlier node has been seen.
     declared: dict[str, tuple[Node, str | None]] = {}
     good_names: set[str] = set()  # port, output and slot names already matched against NAME
+    good_ops: set[str] = set()  # op names already matched against OP_NAME
     calling: list[int] = []  # indexes of calling nodes, checked once every node is declared
 
     def check_name(name: str, what: str, node_id: str, i: int, field: str) -> None:
@@ -83,7 +104,7 @@ def structural_errors(model: Model) -> list[TramaError]:
             if NAME.match(name):
                 good_names.add(name)
             else:
-                fail(f"{what} {name!r} is not an identifier ([A-Za-z0-9_]+)", f"/nodes/{i}/{field}", node_id)
+                fail(f"{what} {shown_name(name)} {_not_a_name(name)}", f"/nodes/{i}/{field}", node_id)
 
     def ref_problem(ref: Ref, scope: str | None, scope_inputs: object) -> str | None:
         """What is wrong with one reference seen from ``scope``, or ``None`` (callers build the
@@ -109,6 +130,12 @@ def structural_errors(model: Model) -> list[TramaError]:
         node_id = node.id
         if node_id in declared:
             fail(f"node id {node_id!r} is used twice", f"/nodes/{i}/id", node_id)
+        op = node.op
+        if op not in good_ops:
+            if is_op_name(op):
+                good_ops.add(op)
+            else:
+                fail(f"op {shown_name(op)} {op_name_problem(op)}", f"/nodes/{i}/op", node_id)
         parent = parent_of(node_id)
         scope_inputs: object = model_inputs
         if parent is not None:
@@ -192,8 +219,9 @@ def structural_errors(model: Model) -> list[TramaError]:
             referenced.add(key)
     for name in table:
         where = f"/parameters/{pointer_token(name)}"
-        if not DOTTED_ID.match(name):
-            fail(f"parameter name {name!r} is not a dotted identifier", where)
+        problem = _dotted_problem(name, MAX_ENTRY_SEGMENTS)
+        if problem is not None:
+            fail(f"parameter name {shown_name(name)} {problem}", where)
         elif name in all_ids:
             fail(f"parameter name {name!r} is also a node id", where)
         if name not in referenced:
@@ -273,17 +301,48 @@ def _target_problem(node: Node, target: Node) -> str | None:
     return None
 
 
-_ALL_DOTTED = re.compile(r"(?:[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*\n)*\Z")
+_UNBOUNDED_DOTTED = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*\Z")
+_ALL_DOTTED = re.compile(rf"(?:{SEGMENT}(?:\.{SEGMENT}){{0,{MAX_NODE_DEPTH - 1}}}\n)*\Z")
 
 
 def _all_dotted(ids: list[str]) -> bool:
-    """Whether every id is a dotted identifier, in one regex pass over all of them.
+    """Whether every id is a dotted identifier of at most :data:`MAX_NODE_DEPTH` segments, in
+    one regex pass over all of them.
 
     The newline count guards against an id that itself contains a newline, which would
     otherwise read as two valid ids.
     """
     joined = "\n".join(ids) + "\n" if ids else ""
     return joined.count("\n") == len(ids) and _ALL_DOTTED.match(joined) is not None
+
+
+def _not_a_name(name: str) -> str:
+    """Why a name that failed :data:`NAME` is not one."""
+    if len(name) > MAX_NAME_LENGTH:
+        return f"is not an identifier: it has {len(name)} characters, at most {MAX_NAME_LENGTH} are allowed"
+    return "is not an identifier ([A-Za-z0-9_]+)"
+
+
+def _dotted_problem(name: str, max_segments: int) -> str | None:
+    """Why ``name`` is not a dotted identifier of at most ``max_segments`` segments, or ``None``."""
+    if not DOTTED_ID.match(name):
+        if _UNBOUNDED_DOTTED.match(name):
+            return f"is not a dotted identifier: a segment has more than {MAX_NAME_LENGTH} characters"
+        return "is not a dotted identifier"
+    if depth_of(name) > max_segments:
+        return f"has {depth_of(name)} segments; at most {max_segments} are allowed"
+    return None
+
+
+def _check_fact(fact: object, where: str, fail: Callable[[str, str], None]) -> None:
+    """A fact's shape as decoding requires it (:func:`trama.format._codec.fact_shape_problem`),
+    for a model built in memory rather than read."""
+    shape = getattr(fact, "shape", None)
+    if shape is not None:
+        found = fact_shape_problem(shape)
+        if found is not None:
+            message, dim = found
+            fail(message, f"{where}/shape" if dim is None else f"{where}/shape/{dim}")
 
 
 def _value_problem(value: object) -> str | None:
