@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -244,7 +245,7 @@ def test_external_weights_of_a_document_on_stdin_are_found_in_the_current_direct
     assert main(["validate", "-"]) == 1
     out = capsys.readouterr().out
     assert out.startswith("<stdin>: /parameters/root.layers_0.weight/value/external/path: cannot open weights file")
-    assert repr(str(tmp_path / "ext.safetensors")) in out
+    assert repr(str(tmp_path / trama.weights_path(path).name)) in out
 
 
 @pytest.mark.parametrize("command", ["validate", "ssa", "info", "run", "profile"])
@@ -308,11 +309,11 @@ def test_the_installed_script_reads_pipes_and_redirected_files(tmp_path: Path) -
 
 @pytest.fixture
 def surrogate_doc(tmp_path: Path, make_doc: Callable[[], dict[str, Any]]) -> Path:
-    """A valid document whose metadata key and one op name hold a lone surrogate (the JSON
-    escape "\\ud800" parses to one)."""
+    """A valid document whose metadata key and one symbolic input dimension hold a lone surrogate
+    (the JSON escape "\\ud800" parses to one). Op names cannot: they are dotted identifiers."""
     doc = make_doc()
     doc["metadata"] = {"note\ud800": "value\udcff"}
-    doc["nodes"][2]["op"] = "x.Re\ud800"
+    doc["input_facts"] = [{"shape": ["batch\ud800", 2]}]
     path = tmp_path / "odd.trama.json"
     path.write_text(json.dumps(doc))  # ensure_ascii: the surrogates are written as escapes
     return path
@@ -332,7 +333,7 @@ def test_the_installed_script_escapes_lone_surrogates(surrogate_doc: Path) -> No
         [str(BIN / "trama"), "ssa", str(surrogate_doc)], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
-    assert "x.Re\\ud800(" in result.stdout
+    assert "?[batch\\ud800, 2]" in result.stdout
 
 
 def test_a_file_name_that_is_not_utf8_prints_escaped(good: Path, tmp_path: Path, capsys: Any) -> None:
@@ -788,7 +789,39 @@ def test_runtimes_without_any(install: Callable[..., PluginHost], capsys: Any) -
     assert json.loads(capsys.readouterr().out) == {"runtimes": []}
 
 
+class BrokenCheck(FakeRuntime):
+    device = "npu"
+
+    def is_available(self) -> bool:
+        raise ImportError("libnpu.so: cannot open shared object file")
+
+
+def test_a_runtime_whose_availability_check_raises_is_listed_unavailable(
+    install: Callable[..., PluginHost], capsys: Any
+) -> None:
+    numpy_runtime = pytest.importorskip("trama_numpy.runtime").NumpyRuntime()
+    install(FakeEntryPoint("fake", "trama-fake", runtimes_plugin([BrokenCheck(), numpy_runtime])), include_core=False)
+    assert main(["runtimes", "--json"]) == 0
+    listed = {entry["name"]: entry for entry in json.loads(capsys.readouterr().out)["runtimes"]}
+    assert listed["test:npu"]["available"] is False
+    assert listed["test:npu"]["unavailable_reason"] == (
+        "its availability check failed: ImportError: libnpu.so: cannot open shared object file"
+    )
+    assert listed["numpy"]["available"] is True
+    # Choosing a runtime passes over the broken one instead of failing with it.
+    assert trama.runtime_for_name("default").name() == "numpy"
+    assert [info.available for info in trama.runtimes()] == [False, True]
+
+
 def test_the_default_reason_asks_the_runtime_whether_it_is_available() -> None:
     assert FakeRuntime().unavailable_reason() is None
     assert MissingFramework().unavailable_reason() == "no_such_framework_for_trama_tests is not installed"
     assert AbsentDevice().unavailable_reason() == "no tpu device here"
+
+
+def test_a_warning_during_a_command_is_one_escaped_line(capsys: Any) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        with cli._one_line_warnings():
+            warnings.warn("plugin 'acme' failed:\nforged: ok \x1b[2J", PluginLoadWarning, stacklevel=1)
+    assert capsys.readouterr().err == "trama: warning: plugin 'acme' failed: forged: ok \\x1b[2J\n"

@@ -129,7 +129,7 @@ def _metadata_lines(metadata: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     others = sorted(key for key in metadata if key not in ("producer", "framework"))
     if others:
-        lines.append(("metadata", ", ".join(others)))
+        lines.append(("metadata", ", ".join(shown(key) for key in others)))
     return lines
 
 

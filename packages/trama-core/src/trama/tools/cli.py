@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from trama.errors import JSONError, TramaError
-from trama.execution._runtime import Runtime
+from trama.execution._runtime import Runtime, availability
 from trama.extension._plugins import PluginSelection
 from trama.format._files import NotRegularFileError, open_regular, read_regular
 from trama.format._jsontext import ParsedText
@@ -50,7 +50,7 @@ from trama.format._schema import json_schema
 from trama.format._serialization import MMAP_THRESHOLD, load, loads
 from trama.format._specs import OpSpec
 from trama.tools import _cli_json
-from trama.tools._ssa import to_ssa
+from trama.tools._ssa import shown, to_ssa
 from trama.tools._summary import render_summary, summarize
 from trama.version import FORMAT_VERSION, __version__
 
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(command: Command, args: argparse.Namespace) -> int:
     """Run a command; a reader that went away (``trama ssa big.json | head``) is not an error
     worth a traceback."""
-    with _escaped_output():
+    with _escaped_output(), _one_line_warnings():
         try:
             status = command.run(args)
             sys.stdout.flush()
@@ -133,6 +133,22 @@ def _run(command: Command, args: argparse.Namespace) -> int:
             os.dup2(devnull, sys.stdout.fileno())
             return EXIT_INVALID
     return status
+
+
+@contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """Print each warning as one line, ``trama: warning: <message>``, on standard error.
+
+    Python's default form is two lines, the second the source line that warned: a plugin that
+    fails to load would otherwise put a line of trama's code into every command's output, and
+    a message a plugin wrote may hold newlines or escape sequences."""
+
+    def show(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+        print(f"trama: warning: {_clip(str(message))}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 @contextmanager
@@ -388,7 +404,7 @@ def _run_validate(args: argparse.Namespace) -> int:
             reports.append((str(file), [_problem_json(problem) for problem in problems]))
         else:  # each file's lines as soon as it is checked
             for line in [_line(problem) for problem in problems] or ["ok"]:
-                print(f"{file}: {line}")
+                print(f"{_name(file)}: {line}")
         status = EXIT_INVALID if problems else status
     if args.json:
         sys.stdout.write(_cli_json.dumps(_cli_json.validate_json(reports)))
@@ -439,8 +455,18 @@ def _one_line(error: TramaError) -> str:
 
 
 def _clip(text: str) -> str:
-    text = " ".join(text.split())
+    """One line of at most :data:`_MESSAGE_WIDTH` characters: runs of whitespace (newlines
+    included) become one space, and what is not printable (an ANSI escape a document put in a
+    name or a location) is written as its escape, so a message cannot forge a line of output
+    or drive the terminal."""
+    text = shown(" ".join(text.split()))
     return text if len(text) <= _MESSAGE_WIDTH else text[: _MESSAGE_WIDTH - 3] + "..."
+
+
+def _name(document: object) -> str:
+    """A file name as messages print it: a name may hold a newline or an escape sequence (a
+    file unpacked from an archive), which would forge a line of the report; they are escaped."""
+    return shown(str(document))
 
 
 # --- ssa and info -------------------------------------------------------------------------
@@ -475,12 +501,12 @@ def _with_model(document: _Document, render: Callable[[Model], str]) -> int:
         model = _load(document)
     except TramaError as exc:
         more = len(exc.all_errors) - 1
-        again = f"'trama validate {document}'" if isinstance(document, Path) else "'trama validate -' on it"
+        again = f"'trama validate {_name(document)}'" if isinstance(document, Path) else "'trama validate -' on it"
         suffix = f" (and {more} more: run {again})" if more > 0 else ""
-        print(f"{document}: {_one_line(exc)}{suffix}", file=sys.stderr)
+        print(f"{_name(document)}: {_one_line(exc)}{suffix}", file=sys.stderr)
         return EXIT_INVALID
     except OSError as exc:  # load reports unreadable files itself; this is the safety net
-        print(f"{document}: {_clip(str(exc))}", file=sys.stderr)
+        print(f"{_name(document)}: {_clip(str(exc))}", file=sys.stderr)
         return EXIT_INVALID
     sys.stdout.write(render(model))
     return EXIT_OK
@@ -495,13 +521,18 @@ def _json_argument(parser: argparse.ArgumentParser) -> None:
 
 def _run_plugins(args: argparse.Namespace) -> int:
     """One block per plugin: distribution, version, hooks, and any load error. Exit 1 if any
-    plugin reported an error, so a CI step can catch a broken install."""
+    plugin reported an error, so a CI step can catch a broken install. What a plugin gets wrong
+    is in its block (the host never raises for it); a TramaError here is trama's own, one line."""
     from trama.extension._plugins import PluginLoadWarning, plugin_host
 
-    host = plugin_host()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PluginLoadWarning)  # shown in the listing instead
-        infos = host.plugins()
+        try:
+            host = plugin_host()
+            infos = host.plugins()
+        except TramaError as exc:
+            print(f"trama plugins: {_one_line(exc)}", file=sys.stderr)
+            return EXIT_INVALID
     status = EXIT_INVALID if any(info.errors for info in infos) else EXIT_OK
     selection = host.selection()
     if args.json:
@@ -656,7 +687,7 @@ def _runtime_listing(registered: list[Runtime]) -> list[_cli_json.RuntimeListing
                 version = importlib_metadata.version(distribution)
             except importlib_metadata.PackageNotFoundError:
                 version = None
-        available = runtime.is_available()
+        available, reason = availability(runtime)
         rows.append(
             _cli_json.RuntimeListing(
                 name=runtime.name(),
@@ -664,7 +695,7 @@ def _runtime_listing(registered: list[Runtime]) -> list[_cli_json.RuntimeListing
                 framework=runtime.framework,
                 device=runtime.device,
                 available=available,
-                unavailable_reason=None if available else runtime.unavailable_reason(),
+                unavailable_reason=reason,
                 distribution=distribution,
                 version=version,
             )
@@ -710,7 +741,7 @@ def _execute(args: argparse.Namespace, action: Callable[[Any, dict[str, np.ndarr
         runnable = runtime_for_name(args.runtime).prepare(_load(args.file))
         return runnable, action(runnable, inputs)
     except TramaError as exc:
-        print(f"{args.file}: {_one_line(exc)}", file=sys.stderr)
+        print(f"{_name(args.file)}: {_one_line(exc)}", file=sys.stderr)
         return None
 
 
@@ -757,6 +788,11 @@ def _read_npy(path: Path) -> np.ndarray:
 
 
 def _run_run(args: argparse.Namespace) -> int:
+    kind = None if args.output is None else _special_file(args.output)
+    if kind is not None:  # refused before the run: renaming the outputs over it would destroy it
+        message = f"cannot write the outputs to {str(args.output)!r}: it is {kind}, not a regular file"
+        print(f"{_name(args.file)}: {message}", file=sys.stderr)
+        return EXIT_INVALID
     done = _execute(args, lambda runnable, inputs: runnable.run(inputs))
     if done is None:
         return EXIT_INVALID
@@ -772,13 +808,31 @@ def _run_run(args: argparse.Namespace) -> int:
                 savez(handle, **arrays)
         except (OSError, TramaError) as exc:
             reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else _one_line(exc)
-            print(f"{args.file}: cannot write the outputs to {str(args.output)!r}: {reason}", file=sys.stderr)
+            print(f"{_name(args.file)}: cannot write the outputs to {str(args.output)!r}: {reason}", file=sys.stderr)
             return EXIT_INVALID
-        print(f"wrote {len(arrays)} output(s) to {args.output}")
+        print(f"wrote {len(arrays)} output(s) to {_name(args.output)}")
         return EXIT_OK
     for name, array in arrays.items():
         print(f"{name}: {array.dtype}{list(array.shape)}")
     return EXIT_OK
+
+
+def _special_file(path: Path) -> str | None:
+    """What ``path`` names when it is a special file (a device, a FIFO, a socket; through
+    symbolic links), else ``None``. The outputs are written beside the target and renamed over
+    it, which would replace ``/dev/stdout`` or a FIFO by a regular file: refused instead. A
+    folder is left to the writer, which says so."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # absent (the usual case), or unspellable: the writer reports it
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device"
 
 
 def _run_profile(args: argparse.Namespace) -> int:
