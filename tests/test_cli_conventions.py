@@ -282,7 +282,7 @@ def test_run_and_profile_read_stdin(tmp_path: Path, stdin: Callable[[bytes], Non
 
 
 def test_the_installed_script_reads_pipes_and_redirected_files(tmp_path: Path) -> None:
-    """Real standard input: a pipe, and a regular file large enough to be memory-mapped."""
+    """Real standard input: a pipe, and a regular file large enough to be read a block at a time."""
     path = tmp_path / "big.trama.json"
     trama.dump(toy_mlp([64, 512, 512, 3]), path)
     assert path.stat().st_size > CHUNK  # over trama.format._serialization.MMAP_THRESHOLD

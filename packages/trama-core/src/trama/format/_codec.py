@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from trama.errors import FormatVersionError, SchemaError, ValidationError, pointer_token
+from trama.format._jsontext import Blob
 from trama.format._legacy import upgrade_legacy
 from trama.format._model import Model, Node, Parameter, Ref, ValueFact, parent_of
 from trama.format._names import MAX_NODE_DEPTH, depth_of, is_op_name, op_name_problem, shown_name
@@ -86,7 +87,7 @@ def decode_document(
     raw: Any,
     *,
     resolve_external: ExternalResolver | None = None,
-    blobs: dict[str, memoryview] | None = None,
+    blobs: Mapping[str, Blob] | None = None,
 ) -> Model:
     """Build a :class:`Model` from parsed JSON, checking every field's type and shape.
 
@@ -238,7 +239,7 @@ class _Decoder:
         self,
         resolve_external: ExternalResolver | None,
         strict: bool,
-        blobs: dict[str, memoryview],
+        blobs: Mapping[str, Blob],
         without_calls: str | None = None,
         without_checksums: str | None = None,
     ) -> None:
@@ -584,8 +585,18 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def encode_document(model: Model, tensor: Callable[[str, Tensor], dict[str, Any]]) -> dict[str, Any]:
-    """The JSON data of a model in the current format; ``tensor(name, t)`` encodes each tensor."""
+def encode_document(
+    model: Model,
+    tensor: Callable[[str, Tensor], dict[str, Any]],
+    checksum: Callable[[str, Tensor], str] | None = None,
+) -> dict[str, Any]:
+    """The JSON data of a model in the current format; ``tensor(name, t)`` encodes each tensor.
+
+    An entry whose tensor is written inline records its checksum, ``checksum(name, t)``: by
+    default computed here, which decodes the tensor; a writer that produces each tensor's base64
+    later, one at a time, passes a placeholder and fills in the checksum then."""
+    if checksum is None:
+        checksum = _inline_checksum
     doc: dict[str, Any] = {"format_version": FORMAT_VERSION}
     if model.metadata:
         doc["metadata"] = model.metadata
@@ -598,16 +609,25 @@ def encode_document(model: Model, tensor: Callable[[str, Tensor], dict[str, Any]
     if model.output_facts is not None:
         doc["output_facts"] = [_encode_fact(f) for f in model.output_facts]
     doc["nodes"] = [_encode_node(node) for node in model.nodes]
-    doc["parameters"] = {name: _encode_entry(name, entry, tensor) for name, entry in model.parameters.items()}
+    doc["parameters"] = {name: _encode_entry(name, entry, tensor, checksum) for name, entry in model.parameters.items()}
     return doc
 
 
-def _encode_entry(name: str, entry: Parameter, tensor: Callable[[str, Tensor], dict[str, Any]]) -> dict[str, Any]:
+def _inline_checksum(name: str, tensor: Tensor) -> str:
+    return inline_checksum(tensor)
+
+
+def _encode_entry(
+    name: str,
+    entry: Parameter,
+    tensor: Callable[[str, Tensor], dict[str, Any]],
+    checksum: Callable[[str, Tensor], str],
+) -> dict[str, Any]:
     """An entry; one holding a tensor written inline records the tensor's checksum (new in 1.2)."""
     value = entry.value
     encoded = {"value": _encode_value(name, value, tensor), "learnable": entry.learnable}
     if isinstance(value, Tensor) and "data" in encoded["value"]:
-        encoded["checksum"] = inline_checksum(value)
+        encoded["checksum"] = checksum(name, value)
     return encoded
 
 

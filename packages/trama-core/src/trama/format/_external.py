@@ -112,13 +112,10 @@ class WrittenWeights(NamedTuple):
 
 
 def tensor_values(tensor: Tensor) -> np.ndarray:
-    """A tensor's values for writing them out. An undecoded external tensor is read for the
-    occasion and not kept in its model, so re-dumping a lazily loaded model holds one tensor at a
-    time in memory rather than all of them."""
-    source = tensor.source
-    if isinstance(source, ExternalSource) and tensor.dtype != "bool":  # bool bytes are checked on decoding
-        return source.load(numpy_dtype(tensor.dtype), tensor.shape)
-    return tensor.numpy()
+    """A tensor's values for writing them out. An undecoded tensor (external or inline) is read
+    for the occasion and not kept in its model, so re-dumping a lazily loaded model holds one
+    tensor at a time in memory rather than all of them."""
+    return tensor.read()
 
 
 def write_safetensors(

@@ -3,11 +3,21 @@
 Parsing is the standard library's C scanner plus three guards it lacks on its own: a repeated
 key in one object is an error (JSON leaves it undefined, and a silent "last one wins" hides
 edits), ``NaN``/``Infinity`` are refused (not JSON), and too-deep nesting is reported instead of
-crashing. Long base64 runs in ``"data"`` fields are cut out of the text before parsing and kept
-as zero-copy views of the input, which halves the peak memory of loading an inline-weights file
-and lets tensors decode lazily straight from the file's bytes. Only a run of base64 characters
-is cut out: anything else (a raw newline, a NUL, a byte that is not UTF-8) stays in the text, so
-that the JSON parser refuses it where it is, exactly as in a short string.
+crashing. Long base64 runs in ``"data"`` fields are cut out of the text before parsing, so that
+the parser never copies them and tensors decode lazily. Only a run of base64 characters is cut
+out: anything else (a raw newline, a NUL, a byte that is not UTF-8) stays in the text, so that
+the JSON parser refuses it where it is, exactly as in a short string.
+
+**Large files are read, never mapped.** A document in memory keeps its runs as views of its
+(immutable) bytes. A large file (:class:`DocumentFile`) is read once with ordinary positional
+reads, a block at a time: the text around the runs is kept, and each run is checked and
+recorded as a :class:`TextRun` (its place in the file and the xxh3 of its text) and left in the
+file. A tensor reads its run again on first use, a megabyte at a time, straight into an
+array of its own, and the run must still hash to what was read at load. A file truncated or
+rewritten in place in between is therefore a clean :class:`~trama.errors.TensorDataError` at
+first use, never a SIGBUS (which a memory map gives when a vanished page is touched) and never
+silently other values; after first use the values are the reader's own. The peak memory of
+loading and using every tensor is the weights themselves plus a few blocks.
 """
 
 from __future__ import annotations
@@ -15,26 +25,168 @@ from __future__ import annotations
 import gc
 import json
 import mmap
+import os
 import re
 import secrets
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeAlias
 
 import pybase64
+import xxhash
 
-from trama.errors import JSONError
+from trama.errors import JSONError, TensorDataError, TramaError
+from trama.format._files import read_at, read_into
 
-__all__ = ["BLOB_MIN_LENGTH", "ParsedText", "format_json", "gc_paused", "parse_json"]
+__all__ = [
+    "BASE64_PATTERN",
+    "BLOB_MIN_LENGTH",
+    "Blob",
+    "DocumentFile",
+    "ParsedText",
+    "TextRun",
+    "format_json",
+    "gc_paused",
+    "parse_json",
+]
 
 #: Base64 runs at least this long are lifted out of the text before parsing.
 BLOB_MIN_LENGTH = 1024
-#: A candidate run is checked this many characters at a time (a multiple of 4).
+#: A candidate run in memory is checked this many characters at a time (a multiple of 4).
 _CHECK_CHUNK = 1 << 16
+#: A run in a large file is read, at load and again on first use, this many bytes at a time
+#: (a multiple of 4, so that each piece decodes on its own).
+READ_BLOCK = 1 << 20
+#: The text between runs is read this many bytes at a time: small, because the block read
+#: after a run is mostly the next run, which is read on its own.
+SCAN_STEP = 1 << 16
+#: The schema's pattern for a tensor's ``data``; :attr:`TextRun.well_formed` answers it for a run.
+BASE64_PATTERN = "^[A-Za-z0-9+/]*={0,2}$"
+_BASE64_TEXT = re.compile(rb"[A-Za-z0-9+/]*={0,2}\Z")
+_BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+_SPACES = re.compile(rb"[ \t\r\n]*")
+_BOM = b"\xef\xbb\xbf"
 #: Containers whose one-line form fits in this many columns are written on one line.
 LINE_WIDTH = 100
 
 _WHITESPACE = b" \t\r\n"
+
+
+class DocumentFile:
+    """A document's open regular file, read with positional reads (never mapped).
+
+    It owns the descriptor ``fd`` and closes it when the last :class:`TextRun` of it is gone,
+    which is when every tensor lifted from it was decoded, or its model was dropped. ``size``
+    is the size the file had when opened: nothing past it is read, so a file that keeps growing
+    cannot make a reader read forever. ``name`` names the file in messages."""
+
+    __slots__ = ("__weakref__", "fd", "name", "size")
+
+    def __init__(self, fd: int, size: int, name: str) -> None:
+        self.fd = fd
+        self.size = size
+        self.name = name
+        weakref.finalize(self, os.close, fd)
+
+    def read(self, size: int, offset: int) -> bytes:
+        """Up to ``size`` bytes at ``offset`` (fewer where the file ends; raises ``OSError``)."""
+        return read_at(self.fd, size, offset)
+
+    def read_into(self, buffer: memoryview, offset: int) -> int:
+        """Fill ``buffer`` from ``offset`` as far as the file goes; the number of bytes read."""
+        done = 0
+        while done < len(buffer):
+            got = read_into(self.fd, buffer[done:], offset + done)
+            if got == 0:
+                break
+            done += got
+        return done
+
+    def read_all(self) -> bytes:
+        """The whole file as it is now, up to its size at opening (to locate a syntax error)."""
+        pieces = []
+        offset = 0
+        while offset < self.size:
+            piece = self.read(min(SCAN_STEP << 4, self.size - offset), offset)
+            if not piece:
+                break
+            pieces.append(piece)
+            offset += len(piece)
+        return b"".join(pieces)
+
+
+class TextRun:
+    """A long base64 ``data`` string left in a :class:`DocumentFile`: where it is, and what it
+    was when the document was loaded (the xxh3 of its text).
+
+    ``len()`` is its length in characters. :meth:`chunks` reads it again for decoding, and the
+    reader learns there whether the file still holds the same text. ``well_formed`` says
+    whether the text matches :data:`BASE64_PATTERN` (padding only at the end), which the scan
+    found out for the schema's sake."""
+
+    __slots__ = ("digest", "file", "length", "offset", "well_formed")
+
+    def __init__(self, file: DocumentFile, offset: int, length: int, digest: int, well_formed: bool) -> None:
+        self.file = file
+        self.offset = offset
+        self.length = length
+        self.digest = digest
+        self.well_formed = well_formed
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __bytes__(self) -> bytes:
+        return b"".join(bytes(piece) for piece in self.chunks(READ_BLOCK, None))
+
+    def chunks(self, size: int, location: str | None) -> Iterator[memoryview]:
+        """The text, ``size`` characters at a time (a multiple of 4, so that each piece decodes
+        on its own), each piece a view of one buffer that the next piece overwrites. Having
+        handed out the last piece, it raises :class:`~trama.errors.TensorDataError` (at
+        ``location``) when the text is not the one read at load: a caller consumes every piece
+        before it trusts any."""
+        hasher = xxhash.xxh3_64()
+        offset, end = self.offset, self.offset + self.length
+        with memoryview(bytearray(min(size, self.length))) as buffer:
+            while offset < end:
+                want = min(size, end - offset)
+                with buffer[:want] as piece:
+                    try:
+                        got = self.file.read_into(piece, offset)
+                    except OSError as exc:
+                        raise TensorDataError(
+                            f"cannot read the document file {self.file.name!r}: {exc.strerror or exc}",
+                            location=location,
+                        ) from None
+                    if got < want:
+                        raise TensorDataError(
+                            f"the document file {self.file.name!r} ends before this tensor's data does: it "
+                            "was truncated after the document was loaded",
+                            location=location,
+                        )
+                    hasher.update(piece)
+                    yield piece
+                offset += want
+        if hasher.intdigest() != self.digest:
+            raise TensorDataError(self._changed(), location=location)
+
+    def verify(self, location: str | None) -> None:
+        """Raise :class:`~trama.errors.TensorDataError` unless the file still holds the text
+        read at load: for a decoder that found bad base64, to tell a file changed under it
+        from one that was bad all along."""
+        for _ in self.chunks(READ_BLOCK, location):
+            pass
+
+    def _changed(self) -> str:
+        return (
+            f"this tensor's data in the document file {self.file.name!r} changed after the document was "
+            "loaded (the file was rewritten in place)"
+        )
+
+
+#: What a placeholder stands for: a view of a document in memory, a copy, or a run in a file.
+Blob: TypeAlias = memoryview | bytes | TextRun
 
 
 class ParsedText:
@@ -42,7 +194,7 @@ class ParsedText:
 
     __slots__ = ("blobs", "data")
 
-    def __init__(self, data: Any, blobs: dict[str, memoryview]) -> None:
+    def __init__(self, data: Any, blobs: dict[str, Blob]) -> None:
         self.data = data
         self.blobs = blobs
 
@@ -102,23 +254,32 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def parse_json(data: bytes | str | mmap.mmap) -> ParsedText:
+def parse_json(data: bytes | str | mmap.mmap | DocumentFile) -> ParsedText:
     """Parse a document's text; raise :class:`JSONError` with line and column on any problem.
 
-    ``data`` may be a memory-mapped file: tensors' base64 then stays in the page cache, viewed
-    in place, instead of being copied into the process.
+    ``data`` may be an open :class:`DocumentFile`: it is read a block at a time and tensors'
+    base64 stays in the file (see the module's notes). A memory-mapped file is accepted too, but
+    its runs are copied out: a view of a mapping would be at the file's mercy.
     """
     raw: bytes | mmap.mmap
-    if isinstance(data, str):
-        # A str may hold lone surrogates (from a "\ud800" escape): they go back to being escapes.
-        raw = data.encode("utf-8", "backslashreplace")
-    elif isinstance(data, mmap.mmap):
-        raw = data
+    text: bytes | mmap.mmap
+    blobs: dict[str, Blob]
+    if isinstance(data, DocumentFile):
+        try:
+            text, blobs = _FileScan(data).lift()
+        except OSError as exc:
+            raise TramaError(f"cannot read {data.name!r}: {exc.strerror or exc}") from None
     else:
-        raw = bytes(data)
-    if raw[:3] == b"\xef\xbb\xbf":
-        raw = raw[3:]
-    text, blobs = _lift_blobs(raw)
+        if isinstance(data, str):
+            # A str may hold lone surrogates (from a "\ud800" escape): they go back to being escapes.
+            raw = data.encode("utf-8", "backslashreplace")
+        elif isinstance(data, mmap.mmap):
+            raw = data
+        else:
+            raw = bytes(data)
+        if raw[:3] == _BOM:
+            raw = raw[3:]
+        text, blobs = _lift_blobs(raw)
     try:
         with gc_paused():
             # Decode here rather than in json.loads, which would also accept UTF-16 and UTF-32.
@@ -133,34 +294,42 @@ def parse_json(data: bytes | str | mmap.mmap) -> ParsedText:
             )
     except (json.JSONDecodeError, _DuplicateKey, ValueError, UnicodeDecodeError, RecursionError):
         pass  # locate the problem in the original text, below (slow, but only for bad files)
+    if isinstance(data, DocumentFile):
+        try:
+            whole = data.read_all()
+        except OSError as exc:
+            raise TramaError(f"cannot read {data.name!r}: {exc.strerror or exc}") from None
+        _raise_located(whole[3:] if whole[:3] == _BOM else whole)
     _raise_located(bytes(raw))
     raise JSONError("the text could not be parsed as JSON", line=1, column=1)  # pragma: no cover
 
 
-def _lift_blobs(raw: bytes | mmap.mmap) -> tuple[bytes | mmap.mmap, dict[str, memoryview]]:
+def _lift_blobs(raw: bytes | mmap.mmap) -> tuple[bytes | mmap.mmap, dict[str, Blob]]:
     """Replace long ``"data": "<base64>"`` strings by short placeholders.
 
     A candidate must be the key ``"data"`` right after ``{`` or ``,`` (so it cannot be inside a
     string), and its value must be base64 characters in whole groups of four and nothing else (so
     the end quote is the real one, and the JSON parser would have accepted every byte of it). The replacement is
     itself a valid JSON string, so the text stays valid exactly when it was; a string that is
-    not base64 is left where it is, for the parser to judge.
+    not base64 is left where it is, for the parser to judge. Runs of bytes in memory are kept
+    as views; runs of a mapped file are copied (:func:`parse_json` says why).
     """
     if len(raw) < BLOB_MIN_LENGTH or raw.find(b'"data"') < 0:
         return raw, {}
     view = memoryview(raw)
+    copy = isinstance(raw, mmap.mmap)
     nonce = secrets.token_hex(8)
-    blobs: dict[str, memoryview] = {}
+    blobs: dict[str, Blob] = {}
     pieces: list[bytes | memoryview] = []
     done = 0
     at = raw.find(b'"data"')
     while at >= 0:
-        start = _value_start(raw, at)
+        start = _value_start(raw, at, 0, final=True)
         if start is not None:
             end = raw.find(b'"', start)
             if end - start >= BLOB_MIN_LENGTH and _is_base64(view[start:end]):
                 placeholder = f"\x00{nonce}:{len(blobs)}"
-                blobs[placeholder] = view[start:end]
+                blobs[placeholder] = bytes(view[start:end]) if copy else view[start:end]
                 pieces.append(view[done:start])
                 pieces.append(f"\\u0000{nonce}:{len(blobs) - 1}".encode())
                 done = end
@@ -174,38 +343,201 @@ def _lift_blobs(raw: bytes | mmap.mmap) -> tuple[bytes | mmap.mmap, dict[str, me
 
 def _is_base64(run: memoryview) -> bool:
     """Whether ``run`` holds only base64 characters (``A-Za-z0-9+/`` and ``=`` padding), so that
-    the JSON parser would accept it as a string. Checked by decoding it a chunk at a time: the
-    fastest check at hand (about 5 GB/s), holding no more than a chunk. The full base64 rules
-    (padding only at the very end) are checked, as for any tensor, when the tensor is decoded."""
+    the JSON parser would accept it as a string. Checked a chunk at a time (:func:`_judge_run`),
+    holding no more than a chunk. The full base64 rules (padding only at the very end) are
+    checked, as for any tensor, when the tensor is decoded."""
     size = len(run)
     if size % 4:
         return False
-    try:
-        for begin in range(0, size, _CHECK_CHUNK):
-            pybase64.b64decode(run[begin : begin + _CHECK_CHUNK], validate=True)
-    except ValueError:  # binascii.Error
-        return False
-    return True
+    return all(_judge_run(run[begin : begin + _CHECK_CHUNK]) != _NOT_BASE64 for begin in range(0, size, _CHECK_CHUNK))
 
 
-def _value_start(raw: bytes | mmap.mmap, at: int) -> int | None:
-    """If ``"data"`` at ``at`` is an object key followed by a string, where the string starts."""
+def _skip_spaces(raw: bytes | bytearray | mmap.mmap, pos: int) -> int:
+    """The first position at or after ``pos`` that is not JSON whitespace."""
+    match = _SPACES.match(raw, pos)
+    return pos if match is None else match.end()
+
+
+#: :func:`_value_start`'s answer when the text it was given ends before it can tell.
+_MORE = -1
+
+
+def _value_start(raw: bytes | bytearray | mmap.mmap, at: int, previous: int, *, final: bool) -> int | None:
+    """If ``"data"`` at ``at`` is an object key followed by a string, where the string starts.
+
+    ``previous`` is the last byte other than whitespace before ``raw`` (0 for none). Where
+    ``raw`` ends before the answer is known, :data:`_MORE` unless ``final`` (nothing follows)."""
     before = at - 1
     while before >= 0 and raw[before] in _WHITESPACE:
         before -= 1
-    if before < 0 or raw[before] not in b"{,":
+    if (raw[before] if before >= 0 else previous) not in b"{,":
         return None
-    pos = at + 6
-    while pos < len(raw) and raw[pos] in _WHITESPACE:
-        pos += 1
-    if pos >= len(raw) or raw[pos] != ord(":"):
+    pos = _skip_spaces(raw, at + 6)
+    if pos >= len(raw):
+        return None if final else _MORE
+    if raw[pos] != ord(":"):
         return None
-    pos += 1
-    while pos < len(raw) and raw[pos] in _WHITESPACE:
-        pos += 1
-    if pos >= len(raw) or raw[pos] != ord('"'):
+    pos = _skip_spaces(raw, pos + 1)
+    if pos >= len(raw):
+        return None if final else _MORE
+    if raw[pos] != ord('"'):
         return None
     return pos + 1
+
+
+#: :func:`_judge_run`'s verdicts on a piece of a candidate run.
+_NOT_BASE64, _MISPLACED_PADDING, _BASE64 = 0, 1, 2
+
+
+def _judge_run(piece: memoryview) -> int:
+    """Whether ``piece`` (whole 4-character groups of a candidate run) holds base64 characters
+    only, and whether, read on its own, its padding is where :data:`BASE64_PATTERN` allows it
+    (at the end). Decoding is the fastest check at hand (over 10 GB/s), and what it accepts
+    has its padding at the end; only a piece it refuses is looked at more closely."""
+    try:
+        pybase64.b64decode(piece, validate=True)
+    except ValueError:  # binascii.Error
+        text = bytes(piece)
+        if text.translate(None, _BASE64_ALPHABET):
+            return _NOT_BASE64
+        return _BASE64 if _BASE64_TEXT.match(text) else _MISPLACED_PADDING
+    return _BASE64
+
+
+class _FileScan:
+    """One pass over a :class:`DocumentFile`, lifting its runs as :func:`_lift_blobs` does text
+    in memory, with the same rules, reading a block at a time.
+
+    The text is looked at through a window, a ``bytearray`` of the bytes not yet judged, that
+    slides over the file; a run is read on from the file past the window and left there. Its
+    text is hashed as it goes by, and the scan carries on after its closing quote."""
+
+    def __init__(self, file: DocumentFile) -> None:
+        self.file = file
+        self.window = bytearray()
+        self.base = 0  # the file offset of window[0]
+        self.emitted = 0  # window[:emitted] is in pieces already
+        self.previous = 0  # the last byte other than whitespace before the window (0: none)
+        self.final = False  # the window reaches the end of what will be read
+        self.pieces: list[bytes] = []
+        self.nonce = secrets.token_hex(8)
+        self.blobs: dict[str, Blob] = {}
+        self.buffer: bytearray | None = None  # for reading runs, made on first need
+
+    def lift(self) -> tuple[bytes, dict[str, Blob]]:
+        self.fill()
+        pos = 0
+        if self.window[:3] == _BOM:
+            self.emitted = pos = 3
+        while True:
+            at = self.window.find(b'"data"', pos)
+            if at < 0:
+                if self.final:
+                    break
+                cut = max(pos, len(self.window) - 5)  # a "data" may begin in the last 5 bytes
+                self.slide(cut)
+                pos = 0
+                self.fill()
+                continue
+            start = _value_start(self.window, at, self.previous, final=self.final)
+            if start == _MORE:
+                self.slide(at)
+                pos = 0
+                self.fill()
+                continue
+            run = None if start is None else self.take_run(start)
+            if run is None:
+                pos = at + 1
+                continue
+            assert start is not None
+            self.pieces.append(bytes(self.window[self.emitted : start]))
+            self.pieces.append(f"\\u0000{self.nonce}:{len(self.blobs)}".encode())
+            self.blobs[f"\x00{self.nonce}:{len(self.blobs)}"] = run
+            end = run.offset + run.length - self.base  # the closing quote, in the window or past it
+            if end < len(self.window):
+                self.emitted = pos = end
+            else:
+                self.window = bytearray()
+                self.base += end
+                self.emitted = pos = 0
+                self.previous = ord("A")  # the run's last character
+                self.final = False
+                self.fill()
+        self.slide(len(self.window))
+        return b"".join(self.pieces), self.blobs
+
+    def fill(self) -> None:
+        """Read on past the window: a step, or as much as the window holds (so that a window
+        that must grow, over a long stretch of whitespace, is read in linear time)."""
+        end = self.base + len(self.window)
+        want = min(max(SCAN_STEP, len(self.window)), self.file.size - end)
+        block = self.file.read(want, end) if want > 0 else b""
+        self.window += block
+        if len(block) < want or end + len(block) >= self.file.size:
+            self.final = True  # the end, or a file truncated while being read: the text ends here
+
+    def slide(self, cut: int) -> None:
+        """Let go of ``window[:cut]``, its text (past what is in already) joining the pieces."""
+        window = self.window
+        if cut > self.emitted:
+            self.pieces.append(bytes(window[self.emitted : cut]))
+        if cut:
+            last = window[cut - 1]
+            if last in _WHITESPACE:
+                kept = window[:cut].rstrip(_WHITESPACE)
+                last = kept[-1] if kept else self.previous
+            self.previous = last
+        del window[:cut]
+        self.base += cut
+        self.emitted = max(0, self.emitted - cut)
+
+    def take_run(self, start: int) -> TextRun | None:
+        """The run that starts at ``window[start]``, if it is one to lift, else ``None``."""
+        end = self.window.find(b'"', start)
+        if end < 0:
+            return None if self.final else self.stream_run(self.base + start)
+        length = end - start
+        if length < BLOB_MIN_LENGTH or length % 4:
+            return None
+        with memoryview(self.window) as view, view[start:end] as piece:
+            verdict = _judge_run(piece)
+            if verdict == _NOT_BASE64:
+                return None
+            digest = xxhash.xxh3_64_intdigest(piece)
+        return TextRun(self.file, self.base + start, length, digest, verdict == _BASE64)
+
+    def stream_run(self, offset: int) -> TextRun | None:
+        """A run that goes on past the window, read from the file a block at a time from
+        ``offset`` (blocks are whole 4-character groups of it), or ``None``."""
+        hasher = xxhash.xxh3_64()
+        length = 0
+        well_formed = True
+        padded = False  # a piece so far ended with padding: nothing may follow it
+        size = self.file.size
+        if self.buffer is None:
+            self.buffer = bytearray(READ_BLOCK)
+        block = self.buffer
+        while True:
+            want = min(READ_BLOCK, size - offset - length)
+            with memoryview(block) as whole, whole[: max(want, 0)] as room:
+                got = self.file.read_into(room, offset + length) if want > 0 else 0
+            if not got:
+                return None  # no closing quote: the parser reports the unterminated string
+            quote = block.find(b'"', 0, got)
+            last = quote >= 0
+            with memoryview(block) as whole, whole[: quote if last else got] as piece:
+                length += len(piece)
+                if (length < BLOB_MIN_LENGTH or length % 4) if last else len(piece) % 4:
+                    return None
+                verdict = _judge_run(piece)
+                if verdict == _NOT_BASE64:
+                    return None
+                if piece:
+                    well_formed = well_formed and verdict == _BASE64 and not padded
+                    padded = piece[-1] == ord("=")
+                hasher.update(piece)
+            if last:
+                return TextRun(self.file, offset, length, hasher.intdigest(), well_formed)
 
 
 def _line_column(text: str, pos: int) -> tuple[int, int]:

@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import numpy as np
 
 from trama.errors import TramaError
 from trama.format._codec import decode_document, parse_format_version
 from trama.format._external import make_resolver
-from trama.format._jsontext import ParsedText, gc_paused, parse_json
+from trama.format._jsontext import BASE64_PATTERN, Blob, DocumentFile, ParsedText, TextRun, gc_paused, parse_json
 from trama.format._model import Model
 from trama.format._names import DOTTED_ID, MAX_ENTRY_SEGMENTS, MAX_NODE_DEPTH, depth_of, shown_name
 from trama.format._schema import ENTRY_NAME_PATTERN, NODE_ID_PATTERN, json_schema
@@ -58,9 +57,13 @@ class Problem:
         return f"{where}: {self.message}" if where else self.message
 
 
-def document_problems(data: bytes | mmap.mmap, folder: Path, *, schema: bool = True) -> list[Problem]:
+def document_problems(data: bytes | mmap.mmap | DocumentFile, folder: Path, *, schema: bool = True) -> list[Problem]:
     """Every problem in the document whose text is ``data`` (external weights resolved in
-    ``folder``); empty when it is valid. ``schema=False`` skips the JSON Schema stage."""
+    ``folder``); empty when it is valid. ``schema=False`` skips the JSON Schema stage.
+
+    ``data`` may be a large document's open file (:class:`~trama.format._jsontext.DocumentFile`),
+    read a block at a time. Every tensor is decoded and verified, one at a time, none kept: the
+    memory is that of the structure and the largest tensor, whatever the weights add up to."""
     try:
         parsed = parse_json(data)
         major, minor = parse_format_version(parsed.data)
@@ -165,12 +168,13 @@ def _message(error: jsonschema.ValidationError, limit: int = 200) -> str:
 _SCALAR = frozenset({"boolean", "integer", "number", "string", "null"})
 
 
-def _schema_validator(blobs: dict[str, memoryview], defs: dict[str, Any]) -> Any:
+def _schema_validator(blobs: dict[str, Blob], defs: dict[str, Any]) -> Any:
     """The 2020-12 validator, changed in three ways that keep its verdicts and messages:
 
     * ``pattern`` knows that the parser's blob placeholders stand for their text
       (:func:`~trama.format._jsontext.parse_json` replaces long base64 ``data`` strings by
-      placeholders to save memory), and checks the original bytes instead, with no copy; and
+      placeholders to save memory), and checks the original bytes instead, with no copy (a run
+      left in a large file answers the base64 pattern from what the scan saw); and
       its ``$`` means the end of the string, as in JSON Schema's regular expressions (Python's
       also matches before a final newline, which would let ``"Linear\\n"`` pass);
     * ``anyOf`` whose branches each state a type descends only into the branch that fits the
@@ -188,7 +192,7 @@ def _schema_validator(blobs: dict[str, memoryview], defs: dict[str, Any]) -> Any
         if blob is None:
             if _compiled(regex).search(instance) is None:
                 yield jsonschema.ValidationError(_pattern_message(regex, instance))
-        elif re.search(regex.encode("ascii"), blob) is None:
+        elif not _blob_matches(blob, regex):
             yield jsonschema.ValidationError(f"the {len(blob)}-character string does not match {regex!r}")
 
     def branch_types(branch: Any) -> list[str] | None:
@@ -225,6 +229,16 @@ def _schema_validator(blobs: dict[str, memoryview], defs: dict[str, Any]) -> Any
     return jsonschema.validators.extend(  # type: ignore[no-untyped-call]
         base, {"pattern": pattern, "anyOf": any_of, "$ref": ref}
     )
+
+
+def _blob_matches(blob: Blob, regex: str) -> bool:
+    """Whether a lifted run matches a schema pattern. A run left in a file is read only for a
+    pattern other than base64's, which the scan answered already."""
+    if isinstance(blob, TextRun):
+        if regex == BASE64_PATTERN:
+            return blob.well_formed
+        blob = bytes(blob)
+    return re.search(regex.encode("ascii"), blob) is not None
 
 
 def _pattern_message(regex: str, instance: str) -> str:
@@ -334,12 +348,14 @@ def _pointer(path: Any) -> str:
 
 def _tensor_problems(model: Model) -> list[Problem]:
     """Decode every tensor once, so corrupt base64, bad bool bytes or a changed external file
-    are found now rather than when the model is first run."""
+    are found now rather than when the model is first run. Each is decoded and verified for
+    the check alone and let go (:meth:`~trama.format.Tensor.read`): the model keeps none, so
+    a model with many large tensors is checked holding one at a time."""
     problems = []
     for entry in model.parameters.values():
         if isinstance(entry.value, Tensor):
             try:
-                np.asarray(entry.value)
+                entry.value.read()
             except TramaError as exc:
                 problems.append(Problem.of(exc))
     return problems

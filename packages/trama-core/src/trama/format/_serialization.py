@@ -20,29 +20,33 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+import numpy as np
+
 from trama.errors import TramaError, WeightsFileError
 from trama.format import _commit
 from trama.format._codec import decode_document, encode_document
+from trama.format._dtypes import numpy_dtype
 from trama.format._external import (
     MissingWeightsFileError,
     check_reference,
     external_reference,
     make_resolver,
-    tensor_values,
     write_safetensors,
 )
 from trama.format._files import NotRegularFileError, open_regular, read_regular
-from trama.format._jsontext import format_json, gc_paused, parse_json
+from trama.format._jsontext import DocumentFile, format_json, gc_paused, parse_json
 from trama.format._model import Model
 from trama.format._specs import OpRegistry
-from trama.format._tensor import Tensor, base64_length, encode_base64
+from trama.format._tensor import Tensor, base64_length, encode_base64, inline_checksum, tensor_checksum
 from trama.format._validation import validate as validate_model
 
 __all__ = ["atomic_file", "dump", "dumps", "load", "loads", "weights_path"]
 
 PathLike = str | os.PathLike[str]
 
-#: Files at least this large are memory-mapped by :func:`load` instead of read.
+#: Files at least this large are read by :func:`load` a block at a time, their tensors' base64
+#: left in the file until first use (:mod:`trama.format._jsontext`), instead of read whole.
+#: (``trama.tools.cli`` maps a redirected standard input this large.)
 MMAP_THRESHOLD = 1 << 20
 
 
@@ -60,6 +64,18 @@ def loads(
     too when one is given. ``base_dir`` is the folder external weights paths are relative to;
     ``mmap_weights`` is as for :func:`load`.
     """
+    return _decode(text, validate=validate, registry=registry, base_dir=base_dir, mmap_weights=mmap_weights)
+
+
+def _decode(
+    text: str | bytes | mmap.mmap | DocumentFile,
+    *,
+    validate: bool,
+    registry: OpRegistry | None,
+    base_dir: PathLike | None,
+    mmap_weights: bool,
+) -> Model:
+    """:func:`loads`, for :func:`load` too: which passes a large document as its open file."""
     resolver = make_resolver(Path(base_dir), mmap_weights=mmap_weights) if base_dir is not None else None
     with gc_paused():
         parsed = parse_json(text)
@@ -73,6 +89,13 @@ def load(
     path: PathLike, *, validate: bool = True, registry: OpRegistry | None = None, mmap_weights: bool = False
 ) -> Model:
     """Read a document from a file. Tensors are decoded lazily, on first use.
+
+    Inline tensors of a large document stay in its file until first use, then are read and
+    decoded into an array of their own: the file must still hold, byte for byte, the text that
+    was read at load, so a document truncated or rewritten in place before its tensors were
+    used is a :class:`~trama.errors.TensorDataError`, never other values and never a crash, and
+    later changes to the file change nothing. The file is never mapped (``mmap_weights`` is for
+    external weights only: decoding base64 makes a copy anyway).
 
     External weights are read when first used, each tensor into an array of its own, verified
     against its checksum: a model computes with the bytes that were verified, whatever later
@@ -93,7 +116,7 @@ def load(
     for attempt in range(_LOAD_ATTEMPTS):
         data, identity = _read_document(file)
         try:
-            return loads(data, validate=validate, registry=registry, base_dir=file.parent, mmap_weights=mmap_weights)
+            return _decode(data, validate=validate, registry=registry, base_dir=file.parent, mmap_weights=mmap_weights)
         except MissingWeightsFileError:
             # Its weights file is gone: if the document was replaced since we read it, a newer
             # dump committed and collected it. Read the new one.
@@ -114,19 +137,18 @@ def _identity(file: Path) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
-def _read_document(file: Path) -> tuple[bytes | mmap.mmap, tuple[int, int]]:
-    """The document's bytes (mapped when large) and the identity of the file they came from."""
+def _read_document(file: Path) -> tuple[bytes | DocumentFile, tuple[int, int]]:
+    """The document's bytes (a large one: its open file) and the identity of its file."""
     try:
         fd, size = open_regular(file)
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            # Large files are mapped rather than read: inline base64 is then decoded straight
-            # from the page cache, which halves the memory an inline-weights load needs.
-            data: bytes | mmap.mmap = (
-                mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-                if size and size >= MMAP_THRESHOLD
-                else handle.read()
-            )
+        info = os.fstat(fd)
+        if size and size >= MMAP_THRESHOLD:
+            # Read a block at a time, inline base64 left in the file until first use: the
+            # memory a load needs is that of the structure (see trama.format._jsontext).
+            data: bytes | DocumentFile = DocumentFile(fd, size, file.name)
+        else:
+            with os.fdopen(fd, "rb") as handle:
+                data = handle.read()
     except NotRegularFileError as exc:
         raise TramaError(f"cannot read {str(file)!r}: it is {exc.kind}, not a regular file") from None
     except OSError as exc:
@@ -139,7 +161,7 @@ def _read_document(file: Path) -> tuple[bytes | mmap.mmap, tuple[int, int]]:
 def dumps(model: Model) -> str:
     """The document as text, tensors inline as base64."""
     validate_model(model)
-    return format_json(encode_document(model, _inline_tensor))
+    return "".join(piece if isinstance(piece, str) else piece.decode("ascii") for piece in _inline_pieces(model))
 
 
 def _inline_tensor(name: str, tensor: Tensor) -> dict[str, Any]:
@@ -208,6 +230,27 @@ def dump(model: Model, path: PathLike, *, weights: Literal["inline", "external"]
 def _write_inline(model: Model, write: Callable[[bytes], object]) -> None:
     """Write the text with each tensor's base64 streamed in place of a placeholder, so the
     whole encoded document never sits in memory at once."""
+    for piece in _inline_pieces(model):
+        write(_utf8(piece) if isinstance(piece, str) else piece)
+
+
+#: A tensor's base64 is produced from this many of its bytes at a time (a multiple of 3, so
+#: that the pieces join into the one base64 text of the whole).
+_ENCODE_CHUNK = 3 << 18
+#: The length of the checksum a writer records: ``xxh3-64:`` and 16 hexadecimal digits.
+_CHECKSUM_LENGTH = 24
+
+
+def _inline_pieces(model: Model) -> Iterator[str | bytes]:
+    """The inline document's text, in order: the structure as ``str``, each tensor's base64 as
+    ``bytes`` a chunk at a time.
+
+    The structure is laid out first with short placeholders for each tensor's ``data`` and its
+    entry's ``checksum``, measured as the real text will read. Then the tensors are taken one at
+    a time: decoded when not yet (:meth:`Tensor.read`, which keeps nothing), encoded, and their
+    checksum computed on the same array. Writing a lazily loaded model holds one tensor at a
+    time, not all of them, and leaves them undecoded; a bad tensor is found when reached.
+    """
     nonce = secrets.token_hex(8)
     tensors: list[Tensor] = []
 
@@ -215,22 +258,38 @@ def _write_inline(model: Model, write: Callable[[bytes], object]) -> None:
         tensors.append(tensor)
         return {"dtype": tensor.dtype, "shape": list(tensor.shape), "data": f"\x00{nonce}:{len(tensors) - 1}"}
 
-    marker = f"\\u0000{nonce}:"
-    pattern = re.compile(rf"\\u0000{nonce}:([0-9]+)")
+    def checksum(name: str, tensor: Tensor) -> str:
+        assert tensors[-1] is tensor  # asked right after the entry's value is encoded
+        return f"\x00{nonce}:c{len(tensors) - 1}"
 
-    def width(compact: str) -> int:  # lay the text out as dumps() would, with the real base64
+    marker = f"\\u0000{nonce}:"
+    pattern = re.compile(rf"\\u0000{nonce}:(c?)([0-9]+)")
+
+    def width(compact: str) -> int:  # lay the text out as it will read, with the real base64
         if marker not in compact:
             return len(compact)
         return len(compact) + sum(
-            base64_length(tensors[int(k)].nbytes) - len(f"\\u0000{nonce}:{k}") for k in pattern.findall(compact)
+            (_CHECKSUM_LENGTH if kind else base64_length(tensors[int(k)].nbytes)) - len(f"\\u0000{nonce}:{kind}{k}")
+            for kind, k in pattern.findall(compact)
         )
 
-    text = format_json(encode_document(model, placeholder), width=width)
+    text = format_json(encode_document(model, placeholder, checksum), width=width)
     parts = pattern.split(text)
-    write(_utf8(parts[0]))
-    for k in range(1, len(parts), 2):
-        write(encode_base64(tensor_values(tensors[int(parts[k])])))
-        write(_utf8(parts[k + 1]))
+    del text
+    sums: dict[int, str] = {}
+    yield parts[0]
+    for k in range(1, len(parts), 3):
+        index = int(parts[k + 1])
+        tensor = tensors[index]
+        if parts[k]:  # the entry's checksum, computed when its data was written just before
+            yield sums.pop(index) if index in sums else inline_checksum(tensor)
+        else:
+            flat = np.ascontiguousarray(tensor.read(), dtype=numpy_dtype(tensor.dtype)).reshape(-1).view(np.uint8)
+            sums[index] = tensor_checksum(tensor.dtype, tensor.shape, flat)
+            for begin in range(0, len(flat), _ENCODE_CHUNK):
+                yield encode_base64(flat[begin : begin + _ENCODE_CHUNK])
+            del flat
+        yield parts[k + 2]
 
 
 def _utf8(text: str) -> bytes:

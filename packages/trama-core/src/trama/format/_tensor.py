@@ -1,15 +1,18 @@
 """Tensor values: an element type, a shape, and bytes that are decoded only when asked for.
 
-A :class:`Tensor` read from a file keeps its base64 text (or its place in an external weights
-file) until the first ``numpy.asarray(tensor)``; loading a document therefore costs time in
-proportion to its structure, not to its weights. Sizes are checked before anything is decoded
-or allocated, so a file cannot make the reader allocate more than the file itself justifies.
+A :class:`Tensor` read from a file keeps its base64 text (or its place in the document's file
+or in an external weights file) until the first ``numpy.asarray(tensor)``; loading a document
+therefore costs time in proportion to its text, never more memory than its structure. Sizes are
+checked before anything is decoded or allocated, so a file cannot make the reader allocate more
+than the file itself justifies. Base64 left in a large document's file is decoded a
+megabyte at a time straight into the tensor's own array, its checksum verified as it goes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import mmap
 import re
 import sys
 from collections.abc import Sequence
@@ -21,6 +24,7 @@ import xxhash
 
 from trama.errors import TensorDataError, pointer_token
 from trama.format._dtypes import dtype_name, numpy_dtype
+from trama.format._jsontext import READ_BLOCK, TextRun
 
 __all__ = [
     "CHECKSUM",
@@ -28,6 +32,7 @@ __all__ = [
     "Tensor",
     "TensorSource",
     "base64_length",
+    "checksum_hasher",
     "encode_base64",
     "inline_checksum",
     "tensor_checksum",
@@ -44,13 +49,9 @@ MAX_ELEMENTS = sys.maxsize // 8
 CHECKSUM = re.compile(r"(?:xxh3-64:[0-9a-fA-F]{16}|sha256:[0-9a-fA-F]{64})\Z")
 
 
-def tensor_checksum(dtype: str, shape: Sequence[int], data: Any, algorithm: str = "xxh3-64") -> str:
-    """The checksum an entry records for its inline tensor (``docs/format.md``, "Inline tensors").
-
-    The hash covers the ASCII text ``<dtype>[<d0>,<d1>,...]`` (``int64[2,3]``, ``float32[]``)
-    followed by the tensor's little-endian C-order bytes ``data``: an edit of the bytes, of the
-    dtype (an int64 tensor relabelled float64 has the same bytes) or of the shape all change it.
-    """
+def checksum_hasher(dtype: str, shape: Sequence[int], algorithm: str = "xxh3-64") -> Any:
+    """A hash object (``update``, ``hexdigest``) for an inline tensor's checksum, its header
+    already in: feed it the tensor's bytes, in as many pieces as convenient."""
     header = f"{dtype}[{','.join(str(int(d)) for d in shape)}]".encode("ascii")
     if algorithm == "xxh3-64":
         hasher: Any = xxhash.xxh3_64()
@@ -59,14 +60,26 @@ def tensor_checksum(dtype: str, shape: Sequence[int], data: Any, algorithm: str 
     else:
         raise ValueError(f"unknown checksum algorithm {algorithm!r} (known: xxh3-64, sha256)")
     hasher.update(header)
+    return hasher
+
+
+def tensor_checksum(dtype: str, shape: Sequence[int], data: Any, algorithm: str = "xxh3-64") -> str:
+    """The checksum an entry records for its inline tensor (``docs/format.md``, "Inline tensors").
+
+    The hash covers the ASCII text ``<dtype>[<d0>,<d1>,...]`` (``int64[2,3]``, ``float32[]``)
+    followed by the tensor's little-endian C-order bytes ``data``: an edit of the bytes, of the
+    dtype (an int64 tensor relabelled float64 has the same bytes) or of the shape all change it.
+    """
+    hasher = checksum_hasher(dtype, shape, algorithm)
     hasher.update(data)
     return f"{algorithm}:{hasher.hexdigest()}"
 
 
 def inline_checksum(tensor: Tensor) -> str:
-    """The ``xxh3-64`` checksum a writer records beside ``tensor`` written inline."""
-    array = np.ascontiguousarray(tensor.numpy(), dtype=numpy_dtype(tensor.dtype))
-    return tensor_checksum(tensor.dtype, tensor.shape, array.reshape(-1).view(np.uint8))
+    """The ``xxh3-64`` checksum a writer records beside ``tensor`` written inline. A tensor not
+    yet decoded is decoded for the occasion and stays undecoded (:meth:`Tensor.read`)."""
+    flat = np.ascontiguousarray(tensor.read(), dtype=numpy_dtype(tensor.dtype)).reshape(-1)
+    return tensor_checksum(tensor.dtype, tensor.shape, flat.view(np.uint8))
 
 
 def base64_length(nbytes: int) -> int:
@@ -112,15 +125,24 @@ class TensorSource(Protocol):
         ...
 
 
+#: A run left in a document's file is decoded this many characters at a time (a multiple of 4).
+DECODE_CHUNK = READ_BLOCK
+
+
 class Base64Source:
     """Bytes held as base64 text inside the document, with the checksum its entry records
-    (``None`` when it records none), verified when the bytes are decoded."""
+    (``None`` when it records none), verified when the bytes are decoded.
+
+    ``data`` is the text in memory, or a :class:`~trama.format._jsontext.TextRun` left in the
+    document's file: that is read again a chunk at a time, decoded into the array it fills and
+    hashed on the way, and it must still be the text that was there when the document was
+    loaded (see :mod:`trama.format._jsontext`)."""
 
     __slots__ = ("checksum", "data", "entry", "location")
 
     def __init__(
         self,
-        data: str | bytes | memoryview,
+        data: str | bytes | memoryview | TextRun,
         location: str | None,
         *,
         checksum: str | None = None,
@@ -133,29 +155,80 @@ class Base64Source:
         self.entry = entry
 
     def load(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        if isinstance(self.data, TextRun):
+            return self._load_run(self.data, dtype, shape)
         try:
             raw = pybase64.b64decode(self.data, validate=True)
         except (ValueError, TypeError) as exc:
             raise TensorDataError(f"tensor data is not valid base64 ({exc})", location=self.location) from None
         expected = math.prod(shape) * dtype.itemsize
         if len(raw) != expected:
-            raise TensorDataError(
-                f"tensor data decodes to {len(raw)} bytes but {dtype_name(dtype)}{list(shape)} needs {expected}",
-                location=self.location,
-            )
+            raise self._wrong_size(len(raw), dtype, shape)
         if self.checksum is not None:
             self._verify(raw, dtype, shape)
         return np.frombuffer(raw, dtype=dtype).reshape(shape)
 
-    def _verify(self, raw: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    def _load_run(self, run: TextRun, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """Decode a run left in the document's file straight into a new array, a chunk at a
+        time: memory for the values and one chunk, however large the tensor."""
+        expected = math.prod(shape) * dtype.itemsize
+        out = _new_bytes(expected)
+        hasher = None if self.checksum is None else self._hasher(dtype, shape)
+        done = read = 0
+        for text in run.chunks(DECODE_CHUNK, self.location):
+            read += len(text)
+            try:
+                raw = pybase64.b64decode(text, validate=True)
+                if read < len(run) and len(raw) * 4 != len(text) * 3:
+                    raise ValueError("padding before the end of the text")
+            except ValueError as exc:
+                run.verify(self.location)  # a file changed since it was loaded says so
+                raise TensorDataError(f"tensor data is not valid base64 ({exc})", location=self.location) from None
+            if done + len(raw) > expected:
+                raise self._wrong_size(done + len(raw), dtype, shape)
+            out[done : done + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+            if hasher is not None:
+                hasher.update(raw)
+            done += len(raw)
+            del raw  # before the next chunk is decoded: one decoded chunk at a time
+        if done != expected:
+            raise self._wrong_size(done, dtype, shape)
+        if hasher is not None:
+            self._compare(hasher)
+        array = out.view(dtype).reshape(shape)
+        array.flags.writeable = False
+        return array
+
+    def _wrong_size(self, size: int, dtype: np.dtype, shape: tuple[int, ...]) -> TensorDataError:
+        expected = math.prod(shape) * dtype.itemsize
+        return TensorDataError(
+            f"tensor data decodes to {size} bytes but {dtype_name(dtype)}{list(shape)} needs {expected}",
+            location=self.location,
+        )
+
+    def _where(self) -> str | None:
+        """Where a checksum problem is reported: the entry's ``checksum`` member."""
+        return self.location if self.entry is None else f"/parameters/{pointer_token(self.entry)}/checksum"
+
+    def _hasher(self, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
         assert self.checksum is not None
-        where = self.location if self.entry is None else f"/parameters/{pointer_token(self.entry)}/checksum"
-        algorithm, _, digest = self.checksum.partition(":")
         try:
-            actual = tensor_checksum(dtype_name(dtype), shape, raw, algorithm).partition(":")[2]
+            return checksum_hasher(dtype_name(dtype), shape, self.checksum.partition(":")[0])
         except ValueError as exc:
-            raise TensorDataError(str(exc), location=where) from None
-        if actual != digest.lower():
+            raise TensorDataError(str(exc), location=self._where()) from None
+
+    def _verify(self, raw: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+        """Check the decoded bytes ``raw`` against the checksum the entry records."""
+        hasher = self._hasher(dtype, shape)
+        hasher.update(raw)
+        self._compare(hasher)
+
+    def _compare(self, hasher: Any) -> None:
+        """Compare the checksum of the bytes fed to ``hasher`` with the one the entry records."""
+        assert self.checksum is not None
+        where = self._where()
+        digest = self.checksum.partition(":")[2]
+        if hasher.hexdigest() != digest.lower():
             entry = "this entry" if self.entry is None else f"entry {self.entry!r}"
             raise TensorDataError(
                 f"the tensor of {entry} does not match the checksum the entry records: its data, dtype "
@@ -164,6 +237,8 @@ class Base64Source:
             )
 
     def describe(self) -> str:
+        if isinstance(self.data, TextRun):
+            return f"inline base64 in {self.data.file.name}"
         return "inline base64"
 
 
@@ -222,7 +297,7 @@ class Tensor:
         """
         np_dtype = numpy_dtype(dtype, location=location)
         dims = check_shape(shape, location=location)
-        if not isinstance(data, (str, bytes, memoryview)):
+        if not isinstance(data, (str, bytes, memoryview, TextRun)):
             raise TensorDataError(f"tensor data must be a base64 string, got {type(data).__name__}", location=location)
         nbytes = math.prod(dims) * np_dtype.itemsize
         expected = base64_length(nbytes)
@@ -254,6 +329,21 @@ class Tensor:
     def source(self) -> TensorSource | None:
         """Where undecoded bytes live, or ``None`` once decoded or for in-memory tensors."""
         return self._source
+
+    def read(self) -> np.ndarray:
+        """The values, without keeping them: the array when already decoded, otherwise decoded
+        (and verified) for the caller alone, the tensor staying undecoded.
+
+        For work that passes over every tensor of a lazily loaded model once (writing it out,
+        checking it) and should hold one tensor at a time, not all of them when it is done."""
+        if self._array is not None:
+            return self._array
+        source = self._source
+        assert source is not None
+        array = source.load(numpy_dtype(self.dtype), self.shape)
+        if self.dtype == "bool":
+            _check_bool_bytes(array, self.location)
+        return array
 
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (read-only when decoded from a file)."""
@@ -288,6 +378,31 @@ class Tensor:
     def __repr__(self) -> str:
         where = "decoded" if self._source is None else self._source.describe()
         return f"Tensor({self.dtype}{list(self.shape)}, {where})"
+
+
+#: Arrays at least this large get memory of their own from the system (see :func:`_new_bytes`).
+_OWN_MAPPING = 1 << 20
+
+
+def _new_bytes(size: int) -> np.ndarray:
+    """A new writable uint8 array of ``size`` bytes, for a tensor to be decoded into.
+
+    A large one is an anonymous memory mapping of its own rather than ``numpy.empty``: numpy
+    asks the kernel for huge pages on large arrays, and where the kernel then compacts memory
+    on the first write (``defrag = madvise``, a common setting) filling a new array stalls
+    unpredictably, several times slower at worst; a plain mapping is filled at a steady pace,
+    and given back to the system when the array goes. It is private anonymous memory, no
+    file's mapping: nothing outside the process can change it. (Where the system has no such
+    mappings, ``numpy.empty``.)"""
+    if size < _OWN_MAPPING or _PRIVATE_ANONYMOUS is None:
+        return np.empty(size, dtype=np.uint8)
+    return np.frombuffer(mmap.mmap(-1, size, flags=_PRIVATE_ANONYMOUS), dtype=np.uint8)
+
+
+#: Private anonymous memory (``mmap(-1, n)`` alone would be shared memory, which a fork shares).
+_PRIVATE_ANONYMOUS = (
+    mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS if hasattr(mmap, "MAP_PRIVATE") and hasattr(mmap, "MAP_ANONYMOUS") else None
+)
 
 
 def _check_bool_bytes(array: np.ndarray, location: str | None) -> None:

@@ -24,7 +24,6 @@ import codecs
 import io
 import json
 import math
-import mmap
 import os
 import shutil
 import stat
@@ -42,12 +41,13 @@ import numpy as np
 from trama.errors import JSONError, TramaError
 from trama.execution._runtime import Runtime, availability
 from trama.extension._plugins import PluginSelection
-from trama.format._files import NotRegularFileError, open_regular, read_regular
-from trama.format._jsontext import ParsedText
+from trama.format._files import NotRegularFileError, open_regular
+from trama.format._jsontext import DocumentFile, ParsedText
 from trama.format._model import Model
 from trama.format._problems import Problem, document_problems, schema_violations
 from trama.format._schema import json_schema
 from trama.format._serialization import MMAP_THRESHOLD, load, loads
+from trama.format._serialization import _decode as decode_document_text
 from trama.format._specs import OpSpec
 from trama.tools import _cli_json
 from trama.tools._ssa import shown, to_ssa
@@ -247,7 +247,7 @@ class _StandardInput:
 #: What a document argument of ``-`` becomes: ``isinstance(document, Path)`` tells them apart.
 _STDIN = _StandardInput()
 #: The most bytes read from a pipe on standard input. A regular file redirected to standard
-#: input (``< model.trama.json``) is memory-mapped like a named file instead, with no limit.
+#: input (``< model.trama.json``) is read a block at a time like a named file instead, with no limit.
 STDIN_LIMIT = 1 << 30
 #: Standard input is read in pieces this large, each checked before the next is read.
 _STDIN_CHUNK = 1 << 20
@@ -272,13 +272,17 @@ def _load(document: _Document) -> Model:
     as the document's folder (where its external weights paths are relative to)."""
     if isinstance(document, Path):
         return load(document)
-    return loads(_read_stdin(), base_dir=Path.cwd())
+    data = _read_stdin()
+    if isinstance(data, DocumentFile):
+        return decode_document_text(data, validate=True, registry=None, base_dir=Path.cwd(), mmap_weights=False)
+    return loads(data, base_dir=Path.cwd())
 
 
-def _read_stdin() -> bytes | mmap.mmap:
+def _read_stdin() -> bytes | DocumentFile:
     """The bytes of standard input, read no further than a document could go.
 
-    A redirected regular file is mapped, as :func:`trama.load` maps a large file. A pipe is read
+    A large redirected regular file is read a block at a time, as :func:`trama.load` reads a
+    large file (never mapped: a file truncated meanwhile would kill the process). A pipe is read
     in pieces up to :data:`STDIN_LIMIT` bytes, and reading stops early, leaving the rest unread, at the
     first piece that is not UTF-8 or (when more follows) that does not start a JSON object: the
     parser then reports the first problem in what was read, so ``trama validate - <
@@ -287,9 +291,9 @@ def _read_stdin() -> bytes | mmap.mmap:
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
         raise TramaError("there is no standard input to read the document from")
-    mapped = _map_regular_file(stream)
-    if mapped is not None:
-        return mapped
+    regular = _regular_stdin(stream)
+    if regular is not None:
+        return regular
     decoder = codecs.getincrementaldecoder("utf-8")()
     chunks: list[bytes] = []
     size = 0
@@ -350,16 +354,26 @@ class _StartCheck:
             )
 
 
-def _map_regular_file(stream: Any) -> mmap.mmap | None:
-    """Standard input mapped into memory if it is a large regular file read from its start."""
+def _regular_stdin(stream: Any) -> DocumentFile | None:
+    """Standard input as an open file, if it is a large regular file read from its start."""
     try:
         fd = stream.fileno()
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size < MMAP_THRESHOLD or os.lseek(fd, 0, os.SEEK_CUR) != 0:
             return None
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # no descriptor (a test's stream), or one that cannot be mapped
+        return DocumentFile(os.dup(fd), info.st_size, "<stdin>")
+    except (OSError, ValueError):  # no descriptor (a test's stream)
         return None
+
+
+def _read_path(path: Path) -> bytes | DocumentFile:
+    """A named document's bytes, or, for a large one, its open file read a block at a time
+    (the errors of :func:`~trama.format._files.open_regular`)."""
+    fd, size = open_regular(path)
+    if size >= MMAP_THRESHOLD:
+        return DocumentFile(fd, size, path.name)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
 
 
 # --- schema -------------------------------------------------------------------------------
@@ -430,7 +444,7 @@ def _problems(document: _Document, *, schema: bool) -> list[Problem]:
     """:func:`find_problems` for a path or standard input, as structured problems."""
     try:
         if isinstance(document, Path):
-            data: bytes | mmap.mmap = read_regular(document)
+            data: bytes | DocumentFile = _read_path(document)
             folder = document.parent
         else:
             data, folder = _read_stdin(), Path.cwd()
