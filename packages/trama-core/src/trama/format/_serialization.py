@@ -139,23 +139,34 @@ def _identity(file: Path) -> tuple[int, int] | None:
 
 def _read_document(file: Path) -> tuple[bytes | DocumentFile, tuple[int, int]]:
     """The document's bytes (a large one: its open file) and the identity of its file."""
-    try:
+    with _read_errors(file):
         fd, size = open_regular(file)
         info = os.fstat(fd)
-        if size and size >= MMAP_THRESHOLD:
-            # Read a block at a time, inline base64 left in the file until first use: the
-            # memory a load needs is that of the structure (see trama.format._jsontext).
-            data: bytes | DocumentFile = DocumentFile(fd, size, file.name)
-        else:
-            with os.fdopen(fd, "rb") as handle:
-                data = handle.read()
+        return document_text(fd, size, file.name), (info.st_dev, info.st_ino)
+
+
+def document_text(fd: int, size: int, name: str) -> bytes | DocumentFile:
+    """The text of the document open as ``fd`` (``size`` bytes), taking over the descriptor:
+    a small one read whole, a large one (:data:`MMAP_THRESHOLD` bytes or more) kept open and
+    read a block at a time, inline base64 left in the file until first use, so the memory a load
+    needs is that of the structure (see trama.format._jsontext)."""
+    if size >= MMAP_THRESHOLD:
+        return DocumentFile(fd, size, name)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+@contextmanager
+def _read_errors(file: Path) -> Iterator[None]:
+    """Turn a failure to read the document ``file`` into one trama error naming it."""
+    try:
+        yield
     except NotRegularFileError as exc:
         raise TramaError(f"cannot read {str(file)!r}: it is {exc.kind}, not a regular file") from None
     except OSError as exc:
         raise TramaError(f"cannot read {str(file)!r}: {exc.strerror}") from None
     except ValueError as exc:
         raise TramaError(f"cannot read {str(file)!a}: {exc}") from None
-    return data, (info.st_dev, info.st_ino)
 
 
 def dumps(model: Model) -> str:
@@ -176,14 +187,8 @@ def weights_path(path: PathLike) -> Path:
     earlier trama name ``model.safetensors``). Raises :class:`~trama.errors.WeightsFileError` when
     the document names no weights file, or several."""
     file = Path(path)
-    try:
+    with _read_errors(file):
         data = parse_json(read_regular(file)).data
-    except NotRegularFileError as exc:
-        raise TramaError(f"cannot read {str(file)!r}: it is {exc.kind}, not a regular file") from None
-    except OSError as exc:
-        raise TramaError(f"cannot read {str(file)!r}: {exc.strerror}") from None
-    except ValueError as exc:
-        raise TramaError(f"cannot read {str(file)!a}: {exc}") from None
     parameters = data.get("parameters") if type(data) is dict else None
     named: list[str] = []
     for name, entry in parameters.items() if type(parameters) is dict else ():

@@ -46,7 +46,7 @@ from trama.format._jsontext import DocumentFile, ParsedText
 from trama.format._model import Model
 from trama.format._problems import Problem, document_problems, schema_violations
 from trama.format._schema import json_schema
-from trama.format._serialization import MMAP_THRESHOLD, load, loads
+from trama.format._serialization import MMAP_THRESHOLD, document_text, load, loads
 from trama.format._serialization import _decode as decode_document_text
 from trama.format._specs import OpSpec
 from trama.tools import _cli_json
@@ -367,13 +367,10 @@ def _regular_stdin(stream: Any) -> DocumentFile | None:
 
 
 def _read_path(path: Path) -> bytes | DocumentFile:
-    """A named document's bytes, or, for a large one, its open file read a block at a time
-    (the errors of :func:`~trama.format._files.open_regular`)."""
+    """A named document's text, as :func:`trama.load` reads it (the errors of
+    :func:`~trama.format._files.open_regular`)."""
     fd, size = open_regular(path)
-    if size >= MMAP_THRESHOLD:
-        return DocumentFile(fd, size, path.name)
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+    return document_text(fd, size, path.name)
 
 
 # --- schema -------------------------------------------------------------------------------
