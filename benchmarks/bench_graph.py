@@ -1,4 +1,4 @@
-"""Graph size: loading a chain of 100,000 and 200,000 nodes, side by side with trama 0.2.0.
+"""Graph size: loading and dumping a chain of 100,000 and 200,000 nodes, side by side with trama 0.2.0.
 
 The graph: a root ``Sequential`` composite (input ``x``, output ``y``) with N ``ReLU`` leaves
 ``root.relu_0`` .. ``root.relu_{N-1}``, each fed by the previous one, no parameters.
@@ -15,8 +15,12 @@ Our load is also broken into phases with the library's internal functions, as ``
 runs them (with the cycle collector paused): read the file, parse (``trama.format._jsontext.parse_json``),
 decode (``trama.format._codec.decode_document``), validate (``trama.format._validation.structural_errors``).
 
-Every load runs in a fresh process, repeated (best of ``--repeat``). The 0.2 file is written by
-the old library when .venv-ref exists, else by writing the same JSON directly.
+Dump: ``trama.dump(model, path)`` of the exported chain against trama 0.2.0's ``dump`` of its own
+export of the same chain (each writer's export is not counted), and ours broken into phases:
+validate, encode (``encode_document``), layout (``format_json``), write (UTF-8, write, fsync).
+
+Every load and every dump runs in a fresh process, repeated (best of ``--repeat``). The 0.2 file
+is written by the old library when .venv-ref exists, else by writing the same JSON directly.
 
     .venv/bin/python benchmarks/bench_graph.py                    # 100k and 200k (~2 minutes)
     .venv/bin/python benchmarks/bench_graph.py --sizes 10000      # a quick smoke run
@@ -61,7 +65,7 @@ from _common import (
 
 SIZES = (100_000, 200_000)
 CASES = ("trama", "trama, 0.2 file", "trama 0.2.0")
-TARGETS = {"speedup over 0.2.0": 10.0, "200k/100k": 2.2}
+TARGETS = {"speedup over 0.2.0": 10.0, "200k/100k": 2.2, "dump vs 0.2.0": 1.0}
 OURS_FILE = "chain.trama.json"
 V02_FILE = "chain-v0.2.trama.json"
 
@@ -108,6 +112,33 @@ def worker_write(count: int, path: Path) -> None:
     probe = Probe()
     _export_and_dump(count, path, probe)
     probe.extra["file_bytes"] = path.stat().st_size
+    probe.emit()
+
+
+def worker_dump_phases(count: int, path: Path) -> None:
+    """Our ``trama.dump`` of the chain, phase by phase, as ``dump`` runs them (no tensors, so
+    no placeholder is filled in): validate, encode_document, the layout
+    (``trama.format._layout.format_json``), write + fsync."""
+    import os
+
+    import trama
+    from trama.format import _serialization
+    from trama.format._codec import encode_document
+    from trama.format._layout import format_json
+    from trama.format._validation import validate
+
+    model = trama.export_model(Sequential(count), inputs=["x"], outputs=["y"])
+    probe = Probe()
+    with probe.phase("validate"):
+        validate(model)
+    with probe.phase("encode"):
+        data = encode_document(model, _serialization._inline_tensor)
+    with probe.phase("layout"):
+        text = format_json(data)
+    with probe.phase("write"), path.open("wb") as handle:
+        handle.write(text.encode("utf-8", "backslashreplace"))
+        handle.flush()
+        os.fsync(handle.fileno())
     probe.emit()
 
 
@@ -220,14 +251,23 @@ def _ours(*args: str) -> list[str]:
 
 def measure_size(count: int, repeat: int, folder: Path, with_reference: bool) -> dict[str, Any]:
     ours_path, v02_path = folder / OURS_FILE, folder / V02_FILE
-    print(f"  .. {count} nodes: writing the files", file=sys.stderr, flush=True)
-    written = {"trama": run_worker(_ours("write", str(count), str(ours_path)))}
-    if with_reference:
-        written["0.2"] = run_worker([str(REF_PYTHON), str(REF_SCRIPT), "chain-write", str(count), str(v02_path)])
-        written["0.2"]["writer"] = "trama 0.2.0 (export_model + dump)"
-    else:
-        written["0.2"] = run_worker(_ours("write-v02", str(count), str(v02_path)))
-        written["0.2"]["writer"] = "bench_graph.v02_chain_text (the same JSON, written directly)"
+    writes: dict[str, list[dict[str, Any]]] = {"trama": [], "0.2": []}
+    for r in range(repeat):  # each writer exports and dumps in a fresh process, interleaved
+        print(f"  .. {count} nodes, run {r + 1}/{repeat}: writing the files", file=sys.stderr, flush=True)
+        writes["trama"].append(run_worker(_ours("write", str(count), str(ours_path))))
+        if with_reference:
+            ref = [str(REF_PYTHON), str(REF_SCRIPT), "chain-write", str(count), str(v02_path)]
+            writes["0.2"].append(run_worker(ref))
+        elif r == 0:
+            writes["0.2"].append(run_worker(_ours("write-v02", str(count), str(v02_path))))
+    written = {name: best_of(runs) for name, runs in writes.items()}
+    written["0.2"]["writer"] = (
+        "trama 0.2.0 (export_model + dump)"
+        if with_reference
+        else "bench_graph.v02_chain_text (the same JSON, written directly)"
+    )
+    print(f"  .. {count} nodes: our dump by phase", file=sys.stderr, flush=True)
+    dump_phases = run_worker(_ours("dump-phases", str(count), str(folder / "phases.trama.json")))
 
     commands = {
         "trama": _ours("load", str(ours_path)),
@@ -248,20 +288,25 @@ def measure_size(count: int, repeat: int, folder: Path, with_reference: bool) ->
     return {
         "nodes": count + 1,
         "files": {
-            "trama": {"bytes": written["trama"]["file_bytes"], **written["trama"]["times"]},
-            "0.2": {
-                "bytes": written["0.2"]["file_bytes"],
-                "writer": written["0.2"]["writer"],
-                **written["0.2"]["times"],
-            },
+            name: {
+                "bytes": written[name]["file_bytes"],
+                **({"writer": written[name]["writer"]} if name == "0.2" else {}),
+                **written[name]["times"],
+                "all_times": written[name]["all_times"],
+            }
+            for name in ("trama", "0.2")
         },
+        "dump_phases": dump_phases["times"],
         "results": {name: best_of(case_runs) for name, case_runs in runs.items()},
     }
 
 
 def summarise(sizes: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    summary: dict[str, Any] = {"speedup over 0.2.0": {}, "scaling": {}}
+    summary: dict[str, Any] = {"speedup over 0.2.0": {}, "scaling": {}, "dump vs 0.2.0": {}}
     for count, data in sizes.items():
+        files = data["files"]
+        if "trama 0.2.0" in data["results"]:  # the 0.2 file was written by trama 0.2.0's dump
+            summary["dump vs 0.2.0"][count] = files["trama"]["dump"] / files["0.2"]["dump"]
         res = data["results"]
         if "trama 0.2.0" in res:
             ref = res["trama 0.2.0"]["times"]["load"]
@@ -314,6 +359,11 @@ def report(info: dict[str, Any], repeat: int, sizes: dict[int, dict[str, Any]], 
         target = TARGETS["speedup over 0.2.0"]
         met = verdict(value, target, at_most=False)
         target_rows.append([f"{count:,} nodes: 0.2.0 load / our load", ratio(value, 1), f">= {target:g}x", met])
+    for count, value in summary["dump vs 0.2.0"].items():
+        target = TARGETS["dump vs 0.2.0"]
+        target_rows.append(
+            [f"{count:,} nodes: our dump / 0.2.0 dump", ratio(value), f"<= {target:g}x", verdict(value, target)]
+        )
     for key, scaling in summary["scaling"].items():
         value = scaling.get("trama")
         target = TARGETS["200k/100k"]
@@ -343,13 +393,24 @@ def report(info: dict[str, Any], repeat: int, sizes: dict[int, dict[str, Any]], 
     headers = ["N", "file", *names, "sum", "trama.load", "parse / decode / validate / gc"]
     lines.append(table(headers, phase_rows))
 
-    lines += ["", "Writing the files (one run each, for information):"]
+    lines += ["", f"Writing the files (each writer exports, then dumps; best of {repeat}, fresh processes):"]
     write_rows = []
     for count, data in sizes.items():
         ours, old = data["files"]["trama"], data["files"]["0.2"]
         write_rows.append([f"{count:,}", "trama export_model + dump", seconds(ours["export"]), seconds(ours["dump"])])
         write_rows.append([f"{count:,}", old["writer"], seconds(old.get("export")), seconds(old["dump"])])
     lines.append(table(["N", "writer", "export s", "dump s"], write_rows))
+    lines += [
+        "",
+        "Our dump by phase (seconds, one run): validate, encode_document, format_json (the layout),",
+        "write = UTF-8 + write + fsync.",
+    ]
+    dump_names = ("validate", "encode", "layout", "write")
+    dump_rows = []
+    for count, data in sizes.items():
+        times = data["dump_phases"]
+        dump_rows.append([f"{count:,}", *(seconds(times[p]) for p in dump_names), seconds(sum(times.values()))])
+    lines.append(table(["N", *dump_names, "sum"], dump_rows))
     lines += ["", describe_machine(info)]
     return "\n".join(lines)
 
@@ -374,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
             worker_load(Path(rest[0]))
         elif mode == "phases":
             worker_phases(Path(rest[0]))
+        elif mode == "dump-phases":
+            worker_dump_phases(int(rest[0]), Path(rest[1]))
         elif mode == "profile":
             worker_profile(int(rest[0]), Path(rest[1]))
         return 0

@@ -78,6 +78,10 @@ def summary_rows(results: dict[str, Any]) -> list[list[str]]:
             rows.append(
                 [f"graph: our load time {key}", ratio(value), f"<= {t['200k/100k']}x", verdict(value, t["200k/100k"])]
             )
+        for count, value in s.get("dump vs 0.2.0", {}).items():
+            target = t["dump vs 0.2.0"]
+            label = f"graph: {int(count):,} nodes, our dump / 0.2.0's"
+            rows.append([label, ratio(value), f"<= {target:g}x", verdict(value, target)])
     discovery = results.get("discovery")
     if discovery:
         value, target = discovery["summary"]["discover_ms"], discovery["targets"]["discover_ms"]

@@ -1,4 +1,5 @@
-"""JSON text in and out: strict parsing with precise errors, and a diff-friendly layout.
+"""JSON text in: strict parsing with precise errors (the layout of what trama writes is
+:mod:`trama.format._layout`).
 
 Parsing is the standard library's C scanner plus three guards it lacks on its own: a repeated
 key in one object is an error (JSON leaves it undefined, and a silent "last one wins" hides
@@ -29,7 +30,7 @@ import os
 import re
 import secrets
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeAlias
 
@@ -46,7 +47,6 @@ __all__ = [
     "DocumentFile",
     "ParsedText",
     "TextRun",
-    "format_json",
     "gc_paused",
     "parse_json",
 ]
@@ -67,8 +67,6 @@ _BASE64_TEXT = re.compile(rb"[A-Za-z0-9+/]*={0,2}\Z")
 _BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 _SPACES = re.compile(rb"[ \t\r\n]*")
 _BOM = b"\xef\xbb\xbf"
-#: Containers whose one-line form fits in this many columns are written on one line.
-LINE_WIDTH = 100
 
 _WHITESPACE = b" \t\r\n"
 
@@ -654,55 +652,3 @@ def _second_key_position(text: str, start: int, key: str, scan_once: Any) -> int
         end = whitespace.match(text, end).end() + 1  # past the colon
         _, end = scan_once(text, whitespace.match(text, end).end())
         pos = whitespace.match(text, end).end() + 1  # past the comma
-
-
-def format_json(data: Any, *, width: Callable[[str], int] = len) -> str:
-    """JSON text laid out for review: small containers on one line, large ones one item a line.
-
-    A node reads as a short block with one field per line, so a change to one wire or one
-    parameter is a one-line diff. ``width`` measures a compact text as it will finally read,
-    for a writer that puts short placeholders in ``data`` and fills them in afterwards.
-    """
-    out: list[str] = []
-    _emit(data, 0, out, width)
-    out.append("\n")
-    return "".join(out)
-
-
-#: One encoder for every fragment: ``json.dumps`` would build a new one per call, and a large
-#: graph is written as millions of small fragments.
-_compact = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "), allow_nan=False).encode
-
-
-def _emit(value: Any, indent: int, out: list[str], width: Callable[[str], int]) -> None:
-    if not isinstance(value, (dict, list)) or not value:
-        out.append(_compact(value))
-        return
-    one_line = _one_line(value, indent, width)
-    if one_line is not None:
-        out.append(one_line)
-        return
-    pad = " " * (indent + 2)
-    last = len(value) - 1
-    if isinstance(value, dict):
-        out.append("{\n")
-        for k, (key, item) in enumerate(value.items()):
-            out.append(f"{pad}{_compact(key)}: ")
-            _emit(item, indent + 2, out, width)
-            out.append(",\n" if k < last else "\n")
-        out.append(" " * indent + "}")
-    else:
-        out.append("[\n")
-        for k, item in enumerate(value):
-            out.append(pad)
-            _emit(item, indent + 2, out, width)
-            out.append(",\n" if k < last else "\n")
-        out.append(" " * indent + "]")
-
-
-def _one_line(value: dict[str, Any] | list[Any], indent: int, width: Callable[[str], int]) -> str | None:
-    """The container's one-line text if it is short enough to be written that way."""
-    if len(value) > 8:
-        return None
-    text = _compact(value)
-    return text if width(text) + indent <= LINE_WIDTH else None

@@ -34,7 +34,8 @@ from trama.format._external import (
     write_safetensors,
 )
 from trama.format._files import NotRegularFileError, open_regular, read_regular
-from trama.format._jsontext import DocumentFile, format_json, gc_paused, parse_json
+from trama.format._jsontext import DocumentFile, gc_paused, parse_json
+from trama.format._layout import format_json
 from trama.format._model import Model
 from trama.format._specs import OpRegistry
 from trama.format._tensor import Tensor, base64_length, encode_base64, inline_checksum, tensor_checksum
