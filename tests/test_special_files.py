@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from reliability.models import linear_model
 
 import trama
 from trama.tools.cli import main
@@ -27,15 +28,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (
 
 
 def _model() -> trama.Model:
-    weight = trama.Parameter(trama.Tensor.from_array(np.arange(6, dtype=np.float32).reshape(2, 3)), learnable=True)
-    slots = {"weight": "lin.weight", "in_features": "lin.in_features", "out_features": "lin.out_features"}
-    node = trama.Node("lin", "Linear", {"x": trama.Ref(trama.INPUT, "x")}, ["y"], slots)
-    return trama.Model(
-        ["x"],
-        [trama.Ref("lin", "y")],
-        [node],
-        {"lin.weight": weight, "lin.in_features": trama.Parameter(3), "lin.out_features": trama.Parameter(2)},
-    )
+    return linear_model(np.arange(6, dtype=np.float32).reshape(2, 3))
 
 
 def _pair(folder: Path) -> Path:

@@ -29,6 +29,7 @@ import pytest
 
 import trama
 from reliability.isolation import run_isolated
+from reliability.models import linear_model
 
 WEIGHT = (np.arange(512 * 600, dtype=np.float32).reshape(600, 512) / 7).astype(np.float32)  # 1.6 MB of base64
 OTHER = np.linspace(-1, 1, 512 * 600, dtype=np.float32).reshape(600, 512)
@@ -36,18 +37,7 @@ X = np.ones((2, 512), dtype=np.float32)
 
 
 def linear(weight: np.ndarray = WEIGHT) -> trama.Model:
-    slots = {"weight": "lin.weight", "in_features": "lin.in_features", "out_features": "lin.out_features"}
-    node = trama.Node("lin", "Linear", {"x": trama.Ref(trama.INPUT, "x")}, ["y"], slots)
-    return trama.Model(
-        ["x"],
-        [trama.Ref("lin", "y")],
-        [node],
-        {
-            "lin.weight": trama.Parameter(trama.Tensor.from_array(weight), learnable=True),
-            "lin.in_features": trama.Parameter(weight.shape[1]),
-            "lin.out_features": trama.Parameter(weight.shape[0]),
-        },
-    )
+    return linear_model(weight)
 
 
 def write_document(path: Path, version: str, weight: np.ndarray = WEIGHT) -> Path:

@@ -26,24 +26,13 @@ import pytest
 
 import trama
 from reliability.isolation import run_isolated
+from reliability.models import linear_model
 
 WEIGHT = np.arange(4096 * 3, dtype=np.float32).reshape(4096, 3) / 7  # 48 KiB: several pages
 
 
 def linear(weight: np.ndarray = WEIGHT) -> trama.Model:
-    parameter = trama.Parameter(trama.Tensor.from_array(weight), learnable=True)
-    slots = {"weight": "lin.weight", "in_features": "lin.in_features", "out_features": "lin.out_features"}
-    node = trama.Node("lin", "Linear", {"x": trama.Ref(trama.INPUT, "x")}, ["y"], slots)
-    return trama.Model(
-        ["x"],
-        [trama.Ref("lin", "y")],
-        [node],
-        {
-            "lin.weight": parameter,
-            "lin.in_features": trama.Parameter(weight.shape[1]),
-            "lin.out_features": trama.Parameter(weight.shape[0]),
-        },
-    )
+    return linear_model(weight)
 
 
 X = np.ones((2, 3), dtype=np.float32)
