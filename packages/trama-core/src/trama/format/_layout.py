@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from operator import add as _concat
 from typing import Any, Final
 
@@ -225,22 +225,7 @@ class _Layout:
                 texts = list(strings)
         if not shape.strings:
             mark = self.irregular
-            inner = indent + 2
-            text, lay_dict, lay_list = self.text, self.lay_dict, self.lay_list
-            texts = []
-            append = texts.append
-            for item in value.values():
-                kind = type(item)
-                if kind is str:
-                    append(_string(item))
-                elif kind is dict:
-                    append(lay_dict(item, inner) if item else "{}")
-                elif item is None:
-                    append("null")
-                elif kind is list:
-                    append(lay_list(item, inner) if item else "[]")
-                else:
-                    append(text(item, inner))
+            texts = self.item_texts(value.values(), indent + 2)
             parts = texts if self.irregular == mark else self.items(texts)
             if type(parts) is list:
                 if not self.by_len:
@@ -254,6 +239,26 @@ class _Layout:
                 return one_line
         prefixes, closing = shape.lines.get(indent) or shape.written(indent)
         return self.written(_interleave(prefixes, texts, closing), one_line)
+
+    def item_texts(self, items: Iterable[Any], inner: int) -> list[str]:
+        """The laid-out text of each item of a container, at indentation ``inner``: the one
+        loop that both containers' layouts run over their items (the hot path of a dump)."""
+        text, lay_dict, lay_list = self.text, self.lay_dict, self.lay_list
+        texts: list[str] = []
+        append = texts.append
+        for item in items:
+            kind = type(item)
+            if kind is str:
+                append(_string(item))
+            elif kind is dict:
+                append(lay_dict(item, inner) if item else "{}")
+            elif item is None:
+                append("null")
+            elif kind is list:
+                append(lay_list(item, inner) if item else "[]")
+            else:
+                append(text(item, inner))
+        return texts
 
     def lay_list(self, value: list[Any], indent: int) -> str:
         count = len(value)
@@ -274,20 +279,7 @@ class _Layout:
                     one_line = self.measured("[" + ", ".join(texts) + "]", indent)
         if texts is None:
             mark = self.irregular
-            inner = indent + 2
-            text, lay_dict, lay_list = self.text, self.lay_dict, self.lay_list
-            texts = []
-            append = texts.append
-            for item in value:
-                kind = type(item)
-                if kind is str:
-                    append(_string(item))
-                elif kind is dict:
-                    append(lay_dict(item, inner) if item else "{}")
-                elif kind is list:
-                    append(lay_list(item, inner) if item else "[]")
-                else:
-                    append(text(item, inner))
+            texts = self.item_texts(value, indent + 2)
             parts = texts if self.irregular == mark else self.items(texts)
             if type(parts) is list:
                 if not self.by_len or count <= _MAX_ITEMS_BY_LEN:
