@@ -7,18 +7,16 @@ The quick start::
     trama.dump(model, "my_model.trama.json")
     model = trama.load("my_model.trama.json")
     instance = trama.import_model(model, registry=registry)
+
+Importing trama is cheap: each name below is imported from its layer when first read (PEP 562,
+:mod:`trama.format._lazy`), so ``import trama; trama.registry("numpy")`` imports neither numpy
+nor any framework, and numpy loads with the first tensor, document read or kernel.
 """
 
-from trama.conversion import (
-    Children,
-    ExportableOp,
-    ExportContext,
-    ImportableOp,
-    NodeFragment,
-    Param,
-    export_model,
-    import_model,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from trama.errors import (
     ExecutionError,
     ExportError,
@@ -34,30 +32,44 @@ from trama.errors import (
     WeightsFileError,
     WriteError,
 )
-from trama.execution import FrozenState, Runnable, Runtime, State, runtime_for_name, runtimes
-from trama.extension import registry
-from trama.format import (
-    INPUT,
-    Model,
-    Node,
-    OpRegistry,
-    OpSpec,
-    Parameter,
-    ParameterSchema,
-    ParameterValue,
-    Ref,
-    Tensor,
-    ValueFact,
-    collect_errors,
-    dump,
-    dumps,
-    json_schema,
-    load,
-    loads,
-    validate,
-    weights_path,
-)
-from trama.version import FORMAT_VERSION, __version__
+from trama.format._lazy import lazy_face
+from trama.version import FORMAT_VERSION
+
+if TYPE_CHECKING:
+    from trama.conversion import (
+        Children,
+        ExportableOp,
+        ExportContext,
+        ImportableOp,
+        NodeFragment,
+        Param,
+        export_model,
+        import_model,
+    )
+    from trama.execution import FrozenState, Runnable, Runtime, State, runtime_for_name, runtimes
+    from trama.extension import registry
+    from trama.format import (
+        INPUT,
+        Model,
+        Node,
+        OpRegistry,
+        OpSpec,
+        Parameter,
+        ParameterSchema,
+        ParameterValue,
+        Ref,
+        Tensor,
+        ValueFact,
+        collect_errors,
+        dump,
+        dumps,
+        json_schema,
+        load,
+        loads,
+        validate,
+        weights_path,
+    )
+    from trama.version import __version__
 
 __all__ = [
     "FORMAT_VERSION",
@@ -110,3 +122,54 @@ __all__ = [
     "validate",
     "weights_path",
 ]
+
+#: The layer (subpackage) whose face exports each name that is imported on first use.
+_HOMES = {
+    **dict.fromkeys(
+        (
+            "Children",
+            "ExportableOp",
+            "ExportContext",
+            "ImportableOp",
+            "NodeFragment",
+            "Param",
+            "export_model",
+            "import_model",
+        ),
+        "conversion",
+    ),
+    **dict.fromkeys(("FrozenState", "Runnable", "Runtime", "State", "runtime_for_name", "runtimes"), "execution"),
+    "registry": "extension",
+    **dict.fromkeys(
+        (
+            "INPUT",
+            "Model",
+            "Node",
+            "OpRegistry",
+            "OpSpec",
+            "Parameter",
+            "ParameterSchema",
+            "ParameterValue",
+            "Ref",
+            "Tensor",
+            "ValueFact",
+            "collect_errors",
+            "dump",
+            "dumps",
+            "json_schema",
+            "load",
+            "loads",
+            "validate",
+            "weights_path",
+        ),
+        "format",
+    ),
+    "__version__": "version",
+}
+
+if not TYPE_CHECKING:  # mypy reads the imports above; at run time, each name on first use
+    __getattr__, __dir__ = lazy_face(
+        __name__,
+        _HOMES,
+        submodules=("catalog", "conversion", "errors", "execution", "extension", "format", "tools", "version"),
+    )

@@ -4,13 +4,23 @@ The format version is ``MAJOR.MINOR`` and moves independently of the library ver
 accepts every older version it knows how to upgrade, and any newer *minor* of its own major
 (minor versions only add optional fields, which an older reader may ignore). A newer major is
 refused with an error that names both versions. See ``docs/format.md`` for the policy.
+
+``__version__`` is read from the installed distribution's metadata when first asked for:
+``importlib.metadata`` costs more to import than the rest of ``import trama``.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
+from typing import TYPE_CHECKING
 
-__all__ = ["FORMAT_MAJOR", "FORMAT_MINOR", "FORMAT_VERSION", "LEGACY_FORMAT_VERSIONS", "__version__"]
+__all__ = [
+    "FORMAT_MAJOR",
+    "FORMAT_MINOR",
+    "FORMAT_VERSION",
+    "LEGACY_FORMAT_VERSIONS",
+    "__version__",
+    "installed_version",
+]
 
 FORMAT_MAJOR = 1
 FORMAT_MINOR = 2
@@ -19,7 +29,28 @@ FORMAT_VERSION = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"
 #: Versions written by the trama 0.1.0 and 0.2.0 releases, read through an upgrade step.
 LEGACY_FORMAT_VERSIONS = ("0.1", "0.2")
 
-try:
-    __version__ = importlib.metadata.version("trama")
-except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0+unknown"
+
+def installed_version(distribution: str) -> str:
+    """The installed version of ``distribution`` (``"0+unknown"`` when running from a source
+    tree): for a package's lazy ``__version__``, which keeps importlib.metadata out of
+    ``import`` (about a sixth of the time discovery took)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0+unknown"
+
+
+if TYPE_CHECKING:
+    #: The installed library's version (``"0+unknown"`` when running from a source tree).
+    __version__: str
+else:
+
+    def __getattr__(name: str) -> str:
+        """``__version__``, looked up once, on first use (PEP 562)."""
+        if name != "__version__":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        version = installed_version("trama")
+        globals()["__version__"] = version
+        return version

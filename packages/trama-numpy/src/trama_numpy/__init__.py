@@ -3,13 +3,28 @@
 Nothing needs importing by hand: installed, it plugs into trama through its entry point, so
 ``trama.registry("numpy")`` holds its kernels and ``trama.runtime_for_name("default")`` runs on
 it. See :mod:`trama_numpy.plugin`.
+
+Plugin discovery imports this package (the plugin module's parent) in every program that uses
+trama, so it imports nothing at the top: ``__version__`` is read from the distribution's metadata
+when first asked for.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-try:
-    __version__ = version("trama-numpy")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0+unknown"
+from typing import TYPE_CHECKING
 
 __all__ = ["__version__"]
+
+if TYPE_CHECKING:
+    __version__: str
+else:
+
+    def __getattr__(name: str) -> str:
+        """``__version__``, looked up once, on first use (PEP 562)."""
+        if name != "__version__":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from trama.version import installed_version
+
+        found = installed_version("trama-numpy")
+        globals()["__version__"] = found
+        return found

@@ -1,7 +1,9 @@
 """trama-numpy's plugin: numpy implementations of the standard catalog, and the numpy runtimes.
 
-Importing this module is cheap (discovery imports it): the op modules load only when a numpy
-registry is built, and the runtime module only when runtimes are listed.
+Importing this module is cheap (discovery imports it), and so is building a numpy registry:
+``import trama; trama.registry("numpy")`` imports neither numpy nor the op modules. The registry
+gets one deferred factory per op (:func:`trama.extension.deferred_factories`), and the first node
+built loads the real table, numpy with it; the runtime module loads only when runtimes are listed.
 """
 
 from __future__ import annotations
@@ -9,13 +11,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from trama.catalog import standard_specs
 from trama.extension import hookimpl, implementation_hooks
 
 FRAMEWORK = "numpy"
 
 
-#: numpy's table is cheap to load (numpy is imported by trama already): no deferral.
-trama_frameworks, trama_op_implementations = implementation_hooks(FRAMEWORK, "trama_numpy._registry:implementations")
+def leaf_op_names() -> list[str]:
+    """The ops trama-numpy's table implements: every catalog op but the composites, which the
+    graph runtime computes from their wiring. Listing them imports no kernel; a test checks the
+    real table (``trama_numpy._registry.implementations()``) holds exactly these."""
+    return [spec.name for spec in standard_specs() if not spec.composite]
+
+
+trama_frameworks, trama_op_implementations = implementation_hooks(
+    FRAMEWORK, "trama_numpy._registry:implementations", names=leaf_op_names, distribution="trama-numpy"
+)
 
 
 @hookimpl

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from trama.catalog import (
     activations,
@@ -40,23 +41,26 @@ from trama.catalog import (
     pooling,
     sequence,
 )
-from trama.catalog._checkers import check_settings
-from trama.catalog._geometry import (
-    PAD_MODES,
-    PoolWindows,
-    adaptive_windows,
-    channels_first,
-    check_pad_room,
-    flattened_shape,
-    merged_attention_mask,
-    pool_output_size,
-)
-from trama.catalog._indexing import TorchIndex, index_width, torch_index
-from trama.catalog._promotion import promote_types, result_type
-from trama.catalog._reader import Settings
-from trama.catalog._recurrence import stacked_layers
 from trama.catalog.sequence import RNN_MAX_LAYERS
+from trama.format._lazy import lazy_face
 from trama.format._specs import CATALOG_NAMESPACE, OpRegistry, OpSpec, op_namespace
+
+if TYPE_CHECKING:
+    from trama.catalog._checkers import check_settings
+    from trama.catalog._geometry import (
+        PAD_MODES,
+        PoolWindows,
+        adaptive_windows,
+        channels_first,
+        check_pad_room,
+        flattened_shape,
+        merged_attention_mask,
+        pool_output_size,
+    )
+    from trama.catalog._indexing import TorchIndex, index_width, torch_index
+    from trama.catalog._promotion import promote_types, result_type
+    from trama.catalog._reader import Settings
+    from trama.catalog._recurrence import stacked_layers
 
 __all__ = [
     "CATALOG_CATEGORIES",
@@ -201,3 +205,30 @@ def standard_registry() -> OpRegistry:
 def category_of(name: str) -> str | None:
     """The key of the category that holds op ``name``, or ``None`` if the catalog has no such op."""
     return _CATEGORY_OF.get(name)
+
+
+#: The module (within this package) of each name imported on first use: the checks and the
+#: shared kernel rules use numpy, which the specs above (all that discovery reads) do not.
+_HOMES = {
+    "check_settings": "_checkers",
+    **dict.fromkeys(
+        (
+            "PAD_MODES",
+            "PoolWindows",
+            "adaptive_windows",
+            "channels_first",
+            "check_pad_room",
+            "flattened_shape",
+            "merged_attention_mask",
+            "pool_output_size",
+        ),
+        "_geometry",
+    ),
+    **dict.fromkeys(("TorchIndex", "index_width", "torch_index"), "_indexing"),
+    **dict.fromkeys(("promote_types", "result_type"), "_promotion"),
+    "Settings": "_reader",
+    "stacked_layers": "_recurrence",
+}
+
+if not TYPE_CHECKING:  # mypy reads the imports above; at run time, each name on first use
+    __getattr__, __dir__ = lazy_face(__name__, _HOMES)

@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from trama.format._model import JSONValue, Node, Parameter, Ref
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: op packs import this module when plugins are discovered
     from trama.conversion._export import ExportContext
+    from trama.format._model import JSONValue, Node, Parameter, Ref
 
 __all__ = ["ExportableOp", "ImportableOp", "NodeFragment", "Param"]
 

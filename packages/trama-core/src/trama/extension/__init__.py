@@ -7,10 +7,10 @@ any other, loaded by name.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from trama.extension._deferred import DeferredFactory, deferred_factories
-from trama.extension._factorytable import Factory, FactoryTable, setting
 from trama.extension._framework import implementation_hooks, lazy_exports
-from trama.extension._kernels import Kernel, KernelProvider, StatefulKernel, as_kernel
 from trama.extension._plugins import (
     ENTRY_POINT_GROUP,
     SELECTION_VARIABLE,
@@ -24,6 +24,11 @@ from trama.extension._plugins import (
     reset_plugins,
 )
 from trama.extension.hookspecs import PROJECT, hookimpl, hookspec
+from trama.format._lazy import lazy_face
+
+if TYPE_CHECKING:
+    from trama.extension._factorytable import Factory, FactoryTable, setting
+    from trama.extension._kernels import Kernel, KernelProvider, StatefulKernel, as_kernel
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -51,3 +56,12 @@ __all__ = [
     "reset_plugins",
     "setting",
 ]
+
+#: What kernels and their factories are made with, imported on first use: discovery needs none.
+_HOMES = {
+    **dict.fromkeys(("Factory", "FactoryTable", "setting"), "_factorytable"),
+    **dict.fromkeys(("Kernel", "KernelProvider", "StatefulKernel", "as_kernel"), "_kernels"),
+}
+
+if not TYPE_CHECKING:  # mypy reads the imports above; at run time, each name on first use
+    __getattr__, __dir__ = lazy_face(__name__, _HOMES)

@@ -14,6 +14,7 @@ decides what a failed check costs the plugin and reports it. Every check raises
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import re
 from collections.abc import Iterable, Mapping
@@ -59,10 +60,14 @@ FRAMEWORK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 #: (a test checks that this still names ``trama.Runtime``).
 RUNTIME_CLASS = ("trama.execution._runtime", "Runtime")
 
-# Characters that must not reach a terminal from a plugin's message: C0/C1 controls (a newline
-# would forge a line, ESC starts a terminal sequence), lone surrogates (cannot be printed), and
-# the line separators and bidirectional controls that make text read other than it is.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+@functools.cache
+def _unprintable() -> re.Pattern[str]:
+    """The characters that must not reach a terminal from a plugin's message: C0/C1 controls (a
+    newline would forge a line, ESC starts a terminal sequence), lone surrogates (cannot be
+    printed), and the line separators and bidirectional controls that make text read other than
+    it is. Compiled for the first message, not at discovery, which has none when all is well."""
+    return re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 class ContractError(Exception):
@@ -83,7 +88,7 @@ def type_name(value: object) -> str:
 def clean_message(text: str) -> str:
     """``text`` as one printable line of bounded length: what a plugin says (an exception
     message, a name) can neither break the listing's lines nor drive the terminal."""
-    flat = _UNPRINTABLE.sub(_escaped, text)
+    flat = _unprintable().sub(_escaped, text)
     if len(flat) > MAX_MESSAGE_LENGTH:
         flat = f"{flat[: MAX_MESSAGE_LENGTH - 3]}..."
     return flat
@@ -215,10 +220,15 @@ def _text(value: object, what: str, op: str) -> str:
     return text
 
 
+#: The fields of a slot and of a spec, read once rather than for every spec a plugin gives.
+_SLOT_FIELDS = tuple(field.name for field in dataclasses.fields(ParameterSchema))
+_SPEC_FIELDS = tuple(field.name for field in dataclasses.fields(OpSpec))
+
+
 def _slot(value: object, op: str) -> ParameterSchema:
     if not isinstance(value, ParameterSchema):
         raise ContractError(f"op {op!r}: a parameter is {type_name(value)}, not a ParameterSchema")
-    fields = {field.name: getattr(value, field.name) for field in dataclasses.fields(ParameterSchema)}
+    fields = {name: getattr(value, name) for name in _SLOT_FIELDS}
     (name,) = _names((fields["name"],), "slot", op)
     types = fields["types"]
     if type(types) is not tuple or not types or len(types) > len(PARAMETER_TYPES):
@@ -241,7 +251,7 @@ def checked_spec(value: object) -> OpSpec:
     factory, so that no method of a subclass runs when specs are compared or hashed later."""
     if not isinstance(value, OpSpec):
         raise ContractError(f"it is {type_name(value)}, not an OpSpec")
-    fields = {field.name: getattr(value, field.name) for field in dataclasses.fields(OpSpec)}
+    fields = {name: getattr(value, name) for name in _SPEC_FIELDS}
     name = checked_op_name(fields["name"])
     inputs = _names(fields["inputs"], "input", name)
     optional_inputs = _names(fields["optional_inputs"], "optional input", name)

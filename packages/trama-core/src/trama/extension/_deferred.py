@@ -57,6 +57,12 @@ class DeferredFactory:
         build = getattr(real, "from_node", real)
         return build(node, children=children, parameters=parameters)
 
+    def resolve(self) -> Any:
+        """The real factory this one stands for, loading the table if no node was built yet:
+        for tests and tools that compare factories (``registry[op].factory.resolve() is
+        linear``); building a node goes through the call, which does the same."""
+        return self._table.factory(self.op)
+
     def __repr__(self) -> str:
         return f"<deferred factory of {self.op!r}>"
 

@@ -3,21 +3,22 @@ decorator, and the reading of a node's settings.
 
 A framework package (trama-numpy, trama-jax, a third party's) spreads its factories over a few
 op modules. Each module marks its factories with ``@table.implements("Linear")``, and the plugin
-loads the table only when a registry for that framework is built, so that discovery stays
-cheap. The table refuses an op implemented twice, which would otherwise silently keep whichever
-module was imported last.
+loads the table only when the first node is built (:func:`~trama.extension.deferred_factories`),
+so that discovery stays cheap; for the same reason this module imports numpy only to read a
+tensor setting. The table refuses an op implemented twice, which would otherwise silently keep
+whichever module was imported last.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
+from trama.format._lazy import is_tensor
 
-from trama.format._model import Parameter
-from trama.format._tensor import Tensor
+if TYPE_CHECKING:
+    from trama.format._model import Parameter
 
 __all__ = ["Factory", "FactoryTable", "setting"]
 
@@ -65,7 +66,9 @@ def setting(parameters: Mapping[str, Parameter], slot: str, default: Any = None)
     if entry is None:
         return default
     value = entry.value
-    if isinstance(value, Tensor):
+    if is_tensor(value):
+        import numpy as np  # already imported: a tensor exists
+
         array = np.asarray(value)
         return array.item() if array.ndim == 0 else array
     return value

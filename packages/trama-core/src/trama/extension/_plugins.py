@@ -38,7 +38,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import importlib_metadata
@@ -143,13 +143,40 @@ def _normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-@dataclass(slots=True)
 class _Plugin:
-    name: str
-    distribution: str
-    version: str
-    module: Any = None
-    errors: list[str] = field(default_factory=list)
+    """One plugin as discovery loaded it (or failed to): its names, its module, what went wrong.
+
+    A plain class, not a dataclass: generating one costs about a millisecond at import, which
+    every program using trama would pay for a private record."""
+
+    __slots__ = ("_version", "distribution", "errors", "module", "name", "read_version", "trusted")
+
+    def __init__(
+        self,
+        name: str,
+        distribution: str,
+        read_version: Callable[[], str],
+        module: Any = None,
+        *,
+        trusted: bool = False,
+    ) -> None:
+        self.name = name
+        self.distribution = distribution
+        #: Reads the distribution's version: only listings and warnings show it, and reading it
+        #: parses the distribution's metadata, which discovery need not pay for.
+        self.read_version = read_version
+        self.module = module
+        self.errors: list[str] = []
+        self._version: str | None = None
+        #: trama's own catalog: its specs are built by trama, and a test holds each of them to
+        #: what :func:`checked_spec` would return, so they are used as they are (:func:`_own_spec`).
+        self.trusted = trusted
+
+    @property
+    def version(self) -> str:
+        if self._version is None:
+            self._version = self.read_version()
+        return self._version
 
     def report(self, problem: str) -> None:
         """Record a problem against this plugin (once) and warn about it."""
@@ -157,6 +184,15 @@ class _Plugin:
         if problem not in self.errors:
             self.errors.append(problem)
             _warn(self, problem)
+
+
+def _own_spec(value: object) -> OpSpec:
+    """A spec of trama's own catalog, as it is: a plain :class:`OpSpec` without a factory, which
+    :func:`checked_spec` would copy field for field (checking the catalog's two hundred specs
+    costs nearly a tenth of discovery). Anything else is checked like any plugin's."""
+    if type(value) is OpSpec and value.factory is None:
+        return value
+    return checked_spec(value)
 
 
 class _Refused:
@@ -242,7 +278,8 @@ class PluginHost:
         if include_core:
             core_plugin = importlib.import_module(CORE_PLUGIN)
 
-            self._add(_Plugin("catalog", CORE_DISTRIBUTION, _version(CORE_DISTRIBUTION), core_plugin))
+            core = _Plugin("catalog", CORE_DISTRIBUTION, lambda: _version(CORE_DISTRIBUTION), core_plugin, trusted=True)
+            self._add(core)
         allowed = selection_from_environment() if selection == "environment" else selection
         self._selection = self._select(
             list(_trama_entry_points() if entry_points is None else entry_points),
@@ -273,7 +310,7 @@ class PluginHost:
         return self._selection
 
     def _load(self, entry: Any) -> None:
-        plugin = _Plugin(_entry_name(entry), _distribution_name(entry), _distribution_version(entry))
+        plugin = _Plugin(_entry_name(entry), _distribution_name(entry), lambda: _distribution_version(entry))
         if isinstance(entry, _UnreadableEntryPoints):
             plugin.report(f"its entry points could not be read: {entry.reason}; nothing of it is loaded")
             self._plugins.append(plugin)
@@ -491,8 +528,9 @@ class PluginHost:
         for plugin in self._plugins:
             own: dict[str, OpSpec] = {}
             twice: set[str] = set()
+            check = _own_spec if plugin.trusted else checked_spec
             for index, item in enumerate(self._ask(plugin, hook, sequence_items, "a sequence of OpSpec")):
-                spec = self._checked(plugin, hook, f"item {index}", checked_spec, item)
+                spec = self._checked(plugin, hook, f"item {index}", check, item)
                 if spec is _REFUSED:
                     continue
                 if "." not in spec.name and plugin.distribution != CORE_DISTRIBUTION:
@@ -717,16 +755,43 @@ def _trama_entry_points() -> list[Any]:
     seen: set[str] = set()
     for dist in importlib_metadata.distributions():
         try:
-            name = dist.name
-            key = _normalized(name) if isinstance(name, str) else None
+            key = _name_key(dist)
             if key is not None and key in seen:
                 continue
             if key is not None:
                 seen.add(key)
-            found.extend(dist.entry_points.select(group=ENTRY_POINT_GROUP))
+            if _may_have_entry_points(dist):
+                found.extend(dist.entry_points.select(group=ENTRY_POINT_GROUP))
         except _PLUGIN_FAILURES as exc:
             found.append(_UnreadableEntryPoints(dist, describe_exception(exc)))
     return found
+
+
+def _may_have_entry_points(dist: Any) -> bool:
+    """Whether ``dist`` may declare entry points in the group ``trama``: not when its
+    ``entry_points.txt`` does not even contain the word. Most distributions have no such file or
+    list only scripts and other tools' plugins (setuptools some fifty), and parsing every one's
+    into entry point objects costs discovery more than the trama plugins do. A file that cannot
+    be read raises here, as it would when parsed."""
+    read = getattr(dist, "read_text", None)
+    if not callable(read):
+        return True
+    text = read("entry_points.txt")
+    return not isinstance(text, str) or ENTRY_POINT_GROUP in text
+
+
+def _name_key(dist: Any) -> str | None:
+    """The name ``dist`` is told apart from others by, normalized; ``None`` when it has none.
+
+    Read as ``importlib.metadata`` reads it for its own ``entry_points()``: from the name of the
+    ``.dist-info`` folder where that says it, which costs nothing, else from the metadata, which
+    costs a parse. An environment holds a hundred distributions and a few are trama plugins:
+    parsing every one's metadata would be most of the time discovery takes.
+    """
+    name = getattr(dist, "_normalized_name", None)
+    if not isinstance(name, str):
+        name = dist.name
+    return _normalized(name) if isinstance(name, str) else None
 
 
 def _entry_name(entry: Any) -> str:
@@ -734,10 +799,33 @@ def _entry_name(entry: Any) -> str:
     return name if isinstance(name, str) else "(unnamed entry point)"
 
 
+def _metadata_field(dist: Any, header: str) -> str | None:
+    """The value of the one-line ``header`` (``Name``, ``Version``) of ``dist``'s core metadata,
+    or ``None`` where it cannot be read this way (the caller then asks ``dist`` itself).
+
+    Read from the metadata file's header lines: ``dist.name`` would import and run the ``email``
+    package's parser (its import alone takes several milliseconds, a sizeable part of discovery)
+    for two fields that the core metadata specification writes on one line each
+    (``Name: trama-lenses``)."""
+    read = getattr(dist, "read_text", None)
+    if not callable(read):
+        return None
+    text = read("METADATA") or read("PKG-INFO")
+    if not isinstance(text, str):
+        return None
+    prefix = f"{header.lower()}:"
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line
+        if line[: len(prefix)].lower() == prefix:
+            return line[len(prefix) :].strip() or None
+    return None
+
+
 def _distribution_name(entry: Any) -> str:
     try:
         dist = getattr(entry, "dist", None)
-        name = dist.name if dist is not None else None
+        name = None if dist is None else _metadata_field(dist, "Name") or dist.name
     except _PLUGIN_FAILURES:  # broken metadata
         name = None
     if isinstance(name, str) and name:
@@ -749,7 +837,7 @@ def _distribution_name(entry: Any) -> str:
 def _distribution_version(entry: Any) -> str:
     try:
         dist = getattr(entry, "dist", None)
-        version = dist.version if dist is not None else None
+        version = None if dist is None else _metadata_field(dist, "Version") or dist.version
     except _PLUGIN_FAILURES:
         version = None
     return version if isinstance(version, str) and version else "?"

@@ -3,29 +3,39 @@
 Nothing here knows about plugins, frameworks or running a model: a document, its tensors and
 the specs its ops are checked against (:class:`OpSpec`, :class:`OpRegistry`) are plain data.
 Layers above: extension, catalog, conversion, execution, tools (``docs/architecture.md``).
+
+Each name below is imported from its module when first read (:mod:`trama.format._lazy`): the
+specs and the model are plain Python, while tensors, reading and writing import numpy and the
+problem listing jsonschema, which plugin discovery must not pay for.
 """
 
 from __future__ import annotations
 
-from trama.format._dtypes import DTYPE_NAMES, SAFETENSORS_DTYPES, dtype_name, numpy_dtype
-from trama.format._model import (
-    INPUT,
-    JSONValue,
-    Model,
-    Node,
-    Parameter,
-    ParameterValue,
-    Ref,
-    ValueFact,
-    children_by_parent,
-    parent_of,
-)
-from trama.format._problems import Problem, document_problems, schema_violations
-from trama.format._schema import json_schema
-from trama.format._serialization import atomic_file, dump, dumps, load, loads, weights_path
-from trama.format._specs import PARAMETER_TYPES, Exporter, OpRegistry, OpSpec, ParameterSchema, value_type
-from trama.format._tensor import Base64Source, Tensor, TensorSource, base64_length, encode_base64
-from trama.format._validation import DOTTED_ID, NAME, collect_errors, registry_errors, structural_errors, validate
+from typing import TYPE_CHECKING
+
+from trama.format._lazy import lazy_face
+
+if TYPE_CHECKING:
+    from trama.format._dtypes import DTYPE_NAMES, SAFETENSORS_DTYPES, dtype_name, numpy_dtype
+    from trama.format._model import (
+        INPUT,
+        JSONValue,
+        Model,
+        Node,
+        Parameter,
+        ParameterValue,
+        Ref,
+        ValueFact,
+        children_by_parent,
+        parent_of,
+    )
+    from trama.format._names import DOTTED_ID, NAME
+    from trama.format._problems import Problem, document_problems, schema_violations
+    from trama.format._schema import json_schema
+    from trama.format._serialization import atomic_file, dump, dumps, load, loads, weights_path
+    from trama.format._specs import PARAMETER_TYPES, Exporter, OpRegistry, OpSpec, ParameterSchema, value_type
+    from trama.format._tensor import Base64Source, Tensor, TensorSource, base64_length, encode_base64
+    from trama.format._validation import collect_errors, registry_errors, structural_errors, validate
 
 __all__ = [
     "DOTTED_ID",
@@ -70,3 +80,33 @@ __all__ = [
     "value_type",
     "weights_path",
 ]
+
+#: The module (within this package) of each public name.
+_HOMES = {
+    **dict.fromkeys(("DTYPE_NAMES", "SAFETENSORS_DTYPES", "dtype_name", "numpy_dtype"), "_dtypes"),
+    **dict.fromkeys(
+        (
+            "INPUT",
+            "JSONValue",
+            "Model",
+            "Node",
+            "Parameter",
+            "ParameterValue",
+            "Ref",
+            "ValueFact",
+            "children_by_parent",
+            "parent_of",
+        ),
+        "_model",
+    ),
+    **dict.fromkeys(("Problem", "document_problems", "schema_violations"), "_problems"),
+    "json_schema": "_schema",
+    **dict.fromkeys(("atomic_file", "dump", "dumps", "load", "loads", "weights_path"), "_serialization"),
+    **dict.fromkeys(("PARAMETER_TYPES", "Exporter", "OpRegistry", "OpSpec", "ParameterSchema", "value_type"), "_specs"),
+    **dict.fromkeys(("Base64Source", "Tensor", "TensorSource", "base64_length", "encode_base64"), "_tensor"),
+    **dict.fromkeys(("DOTTED_ID", "NAME"), "_names"),
+    **dict.fromkeys(("collect_errors", "registry_errors", "structural_errors", "validate"), "_validation"),
+}
+
+if not TYPE_CHECKING:  # mypy reads the imports above; at run time, each name on first use
+    __getattr__, __dir__ = lazy_face(__name__, _HOMES)

@@ -4,32 +4,39 @@ Names are the format's own vocabulary (``"float32"``, ``"bfloat16"``...). Bytes 
 always little-endian; :func:`numpy_dtype` returns the little-endian numpy dtype so that decoding
 is a zero-copy view on every platform. ``bfloat16`` comes from ``ml_dtypes``, the package that
 JAX and TensorFlow use for it, because numpy has no such type of its own.
+
+The names are plain data, read by the catalog's specs and the JSON Schema; numpy and ml_dtypes
+are imported by the first call that needs a dtype, so that discovering plugins imports neither
+(:mod:`trama.format._lazy`).
 """
 
 from __future__ import annotations
 
-import ml_dtypes
-import numpy as np
+from typing import TYPE_CHECKING
 
 from trama.errors import TensorDataError
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = ["DTYPE_NAMES", "SAFETENSORS_DTYPES", "dtype_name", "numpy_dtype"]
 
-_NUMPY_DTYPES: dict[str, np.dtype] = {
-    "float16": np.dtype("<f2"),
-    "float32": np.dtype("<f4"),
-    "float64": np.dtype("<f8"),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "int8": np.dtype("i1"),
-    "int16": np.dtype("<i2"),
-    "int32": np.dtype("<i4"),
-    "int64": np.dtype("<i8"),
-    "uint8": np.dtype("u1"),
-    "bool": np.dtype("?"),
+#: Each format dtype's numpy type code, little-endian (``None``: bfloat16, ml_dtypes' type).
+_TYPE_CODES: dict[str, str | None] = {
+    "float16": "<f2",
+    "float32": "<f4",
+    "float64": "<f8",
+    "bfloat16": None,
+    "int8": "i1",
+    "int16": "<i2",
+    "int32": "<i4",
+    "int64": "<i8",
+    "uint8": "u1",
+    "bool": "?",
 }
 
 #: Every dtype name the format knows, in a stable order.
-DTYPE_NAMES: tuple[str, ...] = tuple(_NUMPY_DTYPES)
+DTYPE_NAMES: tuple[str, ...] = tuple(_TYPE_CODES)
 
 #: The dtype codes safetensors uses for the same element types.
 SAFETENSORS_DTYPES: dict[str, str] = {
@@ -45,9 +52,22 @@ SAFETENSORS_DTYPES: dict[str, str] = {
     "bool": "BOOL",
 }
 
-_NAMES_BY_KIND: dict[tuple[str, int], str] = {
-    (dt.kind, dt.itemsize): name for name, dt in _NUMPY_DTYPES.items() if name != "bfloat16"
-}
+#: The numpy dtypes by format name, and the names by (kind, itemsize) for every dtype but
+#: bfloat16: empty until :func:`_load` fills them, on the first call that needs a dtype.
+_NUMPY_DTYPES: dict[str, np.dtype] = {}
+_NAMES_BY_KIND: dict[tuple[str, int], str] = {}
+
+
+def _load() -> None:
+    """Import numpy and ml_dtypes and fill the tables. Filled whole, then published in one
+    ``update`` each, so a thread that races another fills the same values and a reader never
+    meets a half-filled table (a non-empty ``_NUMPY_DTYPES`` is a complete one)."""
+    import ml_dtypes
+    import numpy as np
+
+    dtypes = {name: np.dtype(ml_dtypes.bfloat16 if code is None else code) for name, code in _TYPE_CODES.items()}
+    _NAMES_BY_KIND.update({(dt.kind, dt.itemsize): name for name, dt in dtypes.items() if name != "bfloat16"})
+    _NUMPY_DTYPES.update(dtypes)
 
 
 def numpy_dtype(name: str, *, location: str | None = None) -> np.dtype:
@@ -55,12 +75,19 @@ def numpy_dtype(name: str, *, location: str | None = None) -> np.dtype:
     try:
         return _NUMPY_DTYPES[name]
     except (KeyError, TypeError):
+        if not _NUMPY_DTYPES and isinstance(name, str) and name in _TYPE_CODES:
+            _load()
+            return _NUMPY_DTYPES[name]
         known = ", ".join(DTYPE_NAMES)
         raise TensorDataError(f"unknown dtype {name!r}; the format knows {known}", location=location) from None
 
 
 def dtype_name(dtype: np.dtype) -> str:
     """Return the format's name for a numpy dtype, or raise if the format cannot store it."""
+    import numpy as np  # already imported: the caller holds a numpy dtype
+
+    if not _NUMPY_DTYPES:
+        _load()
     dtype = np.dtype(dtype)
     if dtype == _NUMPY_DTYPES["bfloat16"]:
         return "bfloat16"

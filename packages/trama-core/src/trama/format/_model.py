@@ -13,9 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
-from trama.format._tensor import Tensor
+from trama.format._lazy import is_tensor
+
+if TYPE_CHECKING:
+    from trama.format._tensor import Tensor
 
 __all__ = [
     "INPUT",
@@ -92,8 +95,8 @@ class Parameter:
 def _values_equal(a: Any, b: Any) -> bool:
     """Equal as the format sees values: same kinds all the way down ([1] is not [True] or [1.0]),
     and -0.0 is not 0.0."""
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        return isinstance(a, Tensor) and isinstance(b, Tensor) and a == b
+    if is_tensor(a) or is_tensor(b):
+        return is_tensor(a) and is_tensor(b) and a == b
     if type(a) is not type(b):
         return False
     if isinstance(a, (list, tuple)):

@@ -8,13 +8,12 @@ an :class:`OpRegistry`. The same registry checks a document against the specs
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from trama.errors import RegistryError
-from trama.format._tensor import Tensor
+from trama.format._lazy import is_tensor
 
 __all__ = [
     "CATALOG_NAMESPACE",
@@ -37,7 +36,7 @@ Exporter = Callable[[Any, Any], Any]
 
 def value_type(value: Any) -> str:
     """The parameter type name of a value (``bool`` is not an ``int`` here)."""
-    if isinstance(value, Tensor):
+    if is_tensor(value):
         return "tensor"
     if value is None:
         return "null"
@@ -113,7 +112,9 @@ class OpSpec:
 
     def __post_init__(self) -> None:
         for attr in ("inputs", "outputs", "parameters", "optional_inputs"):
-            object.__setattr__(self, attr, tuple(getattr(self, attr)))
+            value = getattr(self, attr)
+            if type(value) is not tuple:  # already one when built by the catalog: a few hundred specs
+                object.__setattr__(self, attr, tuple(value))
         slots = [p.name for p in self.parameters]
         if len(set(slots)) != len(slots):
             raise ValueError(f"op {self.name!r} declares a parameter slot twice")
@@ -163,6 +164,8 @@ class OpRegistry:
         return spec
 
     def unknown_op_message(self, name: str) -> str:
+        import difflib  # only for this message: discovery builds registries and never needs it
+
         close = difflib.get_close_matches(name, self._specs, n=3)
         hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
         return f"unknown op {name!r} ({len(self._specs)} ops registered){hint}"
