@@ -86,7 +86,7 @@ def mapping_of(array: np.ndarray) -> str:
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc/self/maps")
-@pytest.mark.parametrize("side", [16, 512])  # below and above the size that gets a mapping of its own
+@pytest.mark.parametrize("side", [16, 512])  # from the heap, and (1 MiB) a mapping of its own from malloc
 def test_a_decoded_tensor_is_memory_of_its_own(tmp_path: Path, side: int) -> None:
     # Not a view of the document's file (nor of a larger buffer): the array's own bytes, read-only.
     path = tmp_path / "big.trama.json"

@@ -7,17 +7,18 @@ file's header only; each tensor is read the first time it is used and verified a
 checksum then, so opening a large model costs almost nothing until its weights are touched.
 
 **Copies by default, a shared mapping on request.** By default a tensor is read with ordinary
-positional reads (``preadv``) straight into a fresh array of its own, and the checksum is
-verified on that copy: what was verified is what the model computes with, whatever later happens
-to the file. Rewriting the file in place (``cp``, ``rsync --inplace``) after a tensor was read
-changes nothing; rewriting or truncating it before is a clean :class:`WeightsFileError` at first
-use. The file stays open (not mapped) until each of its tensors was read, so a newer dump
-replacing or removing it does not affect a model already loaded. ``mmap_weights=True`` instead
-returns read-only views of one shared memory map: no copy, and pages shared with every process
-mapping the same file, but the values are those of the file *now*. An in-place rewrite after
-verification changes a loaded model's outputs with no error, and truncating the file kills the
-process with SIGBUS when a vanished page is touched. trama's own dumps never change a file in
-place, so the risk is other programs writing the weights file of a loaded model.
+positional reads (``preadv``) straight into a fresh array of its own, a megabyte at a time, each
+block hashed while it is still in cache, and the checksum is verified on that copy: what was
+verified is what the model computes with, whatever later happens to the file. Rewriting the
+file in place (``cp``, ``rsync --inplace``) after a tensor was read changes nothing; rewriting
+or truncating it before is a clean :class:`WeightsFileError` at first use. The file stays open
+(not mapped) until each of its tensors was read, so a newer dump replacing or removing it does
+not affect a model already loaded. ``mmap_weights=True`` instead returns read-only views of one
+shared memory map: no copy, and pages shared with every process mapping the same file, but the
+values are those of the file *now*. An in-place rewrite after verification changes a loaded
+model's outputs with no error, and truncating the file kills the process with SIGBUS when a
+vanished page is touched. trama's own dumps never change a file in place, so the risk is other
+programs writing the weights file of a loaded model.
 
 We write safetensors ourselves (a JSON header and the raw bytes, streamed from each array with no
 intermediate copy); the ``safetensors`` package reads our files in the test suite, which keeps us
@@ -46,7 +47,7 @@ from trama.errors import WeightsFileError
 from trama.format._commit import owner_prefix
 from trama.format._dtypes import SAFETENSORS_DTYPES, dtype_name, numpy_dtype
 from trama.format._files import NotRegularFileError, open_regular, read_at, read_into
-from trama.format._tensor import Tensor, TensorSource
+from trama.format._tensor import Tensor, TensorSource, fresh_bytes
 
 __all__ = [
     "ExternalSource",
@@ -67,8 +68,9 @@ MAX_HEADER_BYTES = 100 * 1024 * 1024
 #: The key safetensors reserves for its string metadata (never a tensor's key).
 METADATA_KEY = "__metadata__"
 _DTYPES_BY_CODE = {code: name for name, code in SAFETENSORS_DTYPES.items()}
-#: One read asks for at most this much (Linux reads at most about 2 GiB at a time anyway).
-_READ_CHUNK = 1 << 30
+#: A tensor is read, and hashed, and written, this many bytes at a time: a block that the
+#: hash reads again while it is still in the processor's cache (one pass over memory, not two).
+BLOCK = 1 << 20
 
 
 class MissingWeightsFileError(WeightsFileError):
@@ -77,23 +79,41 @@ class MissingWeightsFileError(WeightsFileError):
 
 def checksum(data: Any) -> str:
     """The checksum string the format records for a tensor's bytes."""
-    return "xxh3-64:" + xxhash.xxh3_64_hexdigest(data)
+    hasher = xxhash.xxh3_64()
+    hasher.update(data)
+    return _hashed(hasher)
 
 
-def _verify(expected: str, data: Any, location: str) -> None:
-    algorithm, _, digest = expected.partition(":")
+def _hashed(hasher: xxhash.xxh3_64) -> str:
+    """The checksum string of the bytes fed to ``hasher``, an ``xxhash.xxh3_64`` (the format's
+    ``xxh3-64:<16 hex digits>``)."""
+    return "xxh3-64:" + hasher.hexdigest()
+
+
+def _hasher(expected: str, location: str) -> Any:
+    """A hash object (``update``, ``hexdigest``) for the algorithm of the checksum ``expected``."""
+    algorithm = expected.partition(":")[0]
     if algorithm == "xxh3-64":
-        actual = xxhash.xxh3_64_hexdigest(data)
-    elif algorithm == "sha256":
-        actual = hashlib.sha256(data).hexdigest()
-    else:
-        raise WeightsFileError(f"unknown checksum algorithm {algorithm!r} (known: xxh3-64, sha256)", location=location)
-    if actual != digest.lower():
+        return xxhash.xxh3_64()
+    if algorithm == "sha256":
+        return hashlib.sha256()
+    raise WeightsFileError(f"unknown checksum algorithm {algorithm!r} (known: xxh3-64, sha256)", location=location)
+
+
+def _compare(expected: str, hasher: Any, location: str) -> None:
+    """Raise unless the bytes fed to ``hasher`` have the checksum ``expected``."""
+    if hasher.hexdigest() != expected.partition(":")[2].lower():
         raise WeightsFileError(
             "the tensor's bytes do not match the checksum the document records: the weights file "
             "was changed or belongs to another version of this document",
             location=location,
         )
+
+
+def _verify(expected: str, data: Any, location: str) -> None:
+    hasher = _hasher(expected, location)
+    hasher.update(data)
+    _compare(expected, hasher, location)
 
 
 def safetensors_key(name: str) -> str:
@@ -148,8 +168,12 @@ def write_safetensors(
         data = np.ascontiguousarray(array, dtype=numpy_dtype(tensor.dtype)).reshape(-1).view(np.uint8)
         if data.nbytes != tensor.nbytes:  # pragma: no cover - a Tensor's array always fits its shape
             raise ValueError(f"tensor {name!r} holds {data.nbytes} bytes, not {tensor.nbytes}")
-        write(data.data)
-        sums[name] = checksum(data)
+        hasher = xxhash.xxh3_64()
+        for begin in range(0, data.nbytes, BLOCK):  # hashed while in cache, then written from it
+            block = data[begin : begin + BLOCK].data
+            hasher.update(block)
+            write(block)
+        sums[name] = _hashed(hasher)
         del array, data
     identity = xxhash.xxh3_64(text)
     for name in tensors:
@@ -256,31 +280,38 @@ class SafetensorsFile:
             raw = memoryview(self._map)[begin:end]
             _verify(expected, raw, location)
             return np.frombuffer(raw, dtype=np_dtype).reshape(shape)
-        array = np.empty(shape, dtype=np_dtype)
-        self._read_into(array.reshape(-1).view(np.uint8).data, begin, location)
-        _verify(expected, array.reshape(-1).view(np.uint8), location)
+        hasher = _hasher(expected, location)
+        out = fresh_bytes(end - begin)
+        with out.data as buffer:
+            self._read_into(buffer, begin, hasher, location)
+        _compare(expected, hasher, location)
+        array = out.view(np_dtype).reshape(shape)
         array.flags.writeable = False
         return array
 
-    def _read_into(self, buffer: memoryview, offset: int, location: str) -> None:
+    def _read_into(self, buffer: memoryview, offset: int, hasher: Any, location: str) -> None:
         """Fill ``buffer`` from the file at ``offset`` with positional reads (no shared file
-        position, so threads may read tensors at once), straight into the array's memory."""
+        position, so threads may read tensors at once), straight into the array's memory, a
+        :data:`BLOCK` at a time, each block fed to ``hasher`` while it is still in cache."""
         fd = self._fd
         assert fd is not None
         done = 0
         while done < len(buffer):
-            try:
-                got = read_into(fd, buffer[done : done + _READ_CHUNK], offset + done)
-            except OSError as exc:
-                raise WeightsFileError(
-                    f"cannot read weights file {str(self.path)!r}: {exc.strerror}", location=location
-                ) from None
-            if got == 0:
-                raise WeightsFileError(
-                    f"weights file {self.path.name!r} ends before the tensor does: it was truncated "
-                    "after the document was loaded",
-                    location=location,
-                )
+            with buffer[done : done + BLOCK] as block:
+                try:
+                    got = read_into(fd, block, offset + done)
+                except OSError as exc:
+                    raise WeightsFileError(
+                        f"cannot read weights file {str(self.path)!r}: {exc.strerror}", location=location
+                    ) from None
+                if got == 0:
+                    raise WeightsFileError(
+                        f"weights file {self.path.name!r} ends before the tensor does: it was truncated "
+                        "after the document was loaded",
+                        location=location,
+                    )
+                with block[:got] as filled:
+                    hasher.update(filled)
             done += got
 
 
