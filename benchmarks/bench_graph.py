@@ -11,13 +11,21 @@ Cases, for each N:
 * ``trama 0.2.0``       reference: the old PyPI release's ``trama.load`` on the 0.2 file, in
                         .venv-ref (see setup_reference.sh)
 
+Each ``trama`` load process also times the standard library's ``json.loads`` of the same bytes,
+interleaved with ``trama.load``: the target is our load at most 1.3x that (``json.loads`` as a
+program calls it; with the cycle collector paused, as trama pauses it, for information).
+
 Our load is also broken into phases with the library's internal functions, as ``trama.loads``
-runs them (with the cycle collector paused): read the file, parse (``trama.format._jsontext.parse_json``),
-decode (``trama.format._codec.decode_document``), validate (``trama.format._validation.structural_errors``).
+runs them (with the cycle collector paused): read the file, lift the long base64 runs
+(``lift_text``), then the fast reader (``trama.format._typed.decode_typed``) or, where it
+declines (a 0.2 file), the careful one: parse (``parse_json``), decode (``decode_document``),
+validate (``structural_errors``).
 
 Dump: ``trama.dump(model, path)`` of the exported chain against trama 0.2.0's ``dump`` of its own
 export of the same chain (each writer's export is not counted), and ours broken into phases:
-validate, encode (``encode_document``), layout (``format_json``), write (UTF-8, write, fsync).
+validate (``trama.format._validation.validate``), text (the document's text in pieces, as ``dump``
+makes it: ``trama.format._serialization._inline_pieces``, which runs ``encode_document`` for the
+document's other members and ``trama.format._writer`` for the nodes), write (UTF-8, write, fsync).
 
 Every load and every dump runs in a fresh process, repeated (best of ``--repeat``). The 0.2 file
 is written by the old library when .venv-ref exists, else by writing the same JSON directly.
@@ -65,7 +73,7 @@ from _common import (
 
 SIZES = (100_000, 200_000)
 CASES = ("trama", "trama, 0.2 file", "trama 0.2.0")
-TARGETS = {"speedup over 0.2.0": 10.0, "200k/100k": 2.2, "dump vs 0.2.0": 1.0}
+TARGETS = {"load vs json.loads": 1.3, "speedup over 0.2.0": 6.0, "200k/100k": 2.2, "dump vs 0.2.0": 1.0}
 OURS_FILE = "chain.trama.json"
 V02_FILE = "chain-v0.2.trama.json"
 
@@ -102,8 +110,11 @@ def _export_and_dump(count: int, path: Path, probe: Probe | None) -> None:
 
     with maybe_phase(probe, "export"):
         model = trama.export_model(Sequential(count), inputs=["x"], outputs=["y"])
+    # trama imports its reader and writer on first use, trama 0.2.0 at ``import trama``: both
+    # are imported before the dump is timed.
+    dump = trama.dump
     with maybe_phase(probe, "dump"):
-        trama.dump(model, path)
+        dump(model, path)
 
 
 def worker_write(count: int, path: Path) -> None:
@@ -116,29 +127,47 @@ def worker_write(count: int, path: Path) -> None:
 
 
 def worker_dump_phases(count: int, path: Path) -> None:
-    """Our ``trama.dump`` of the chain, phase by phase, as ``dump`` runs them (no tensors, so
-    no placeholder is filled in): validate, encode_document, the layout
-    (``trama.format._layout.format_json``), write + fsync."""
+    """Our ``trama.dump`` of the chain, phase by phase, as ``dump`` runs them: validate, then
+    the text and the write, interleaved as ``dump`` interleaves them (each piece of the text is
+    written as it comes) and timed apart: text = making the pieces (``_inline_pieces``: the
+    document's data but its nodes, and the nodes' text written straight from the model), write
+    = UTF-8 + write, then fsync. Like ``dump``, with the cycle collector paused."""
     import os
+    import time
+
+    from _common import maxrss_bytes
 
     import trama
     from trama.format import _serialization
-    from trama.format._codec import encode_document
-    from trama.format._layout import format_json
+    from trama.format._jsontext import gc_paused
     from trama.format._validation import validate
 
     model = trama.export_model(Sequential(count), inputs=["x"], outputs=["y"])
     probe = Probe()
-    with probe.phase("validate"):
-        validate(model)
-    with probe.phase("encode"):
-        data = encode_document(model, _serialization._inline_tensor)
-    with probe.phase("layout"):
-        text = format_json(data)
-    with probe.phase("write"), path.open("wb") as handle:
-        handle.write(text.encode("utf-8", "backslashreplace"))
-        handle.flush()
-        os.fsync(handle.fileno())
+    clock = time.perf_counter
+    with gc_paused():
+        with probe.phase("validate"):
+            validate(model)
+        times = {"text": 0.0, "write": 0.0}
+        pieces = _serialization._inline_pieces(model)
+        with path.open("wb") as handle:
+            while True:
+                start = clock()
+                piece = next(pieces, None)
+                made = clock()
+                times["text"] += made - start
+                if piece is None:
+                    break
+                handle.write(_serialization._utf8(piece) if isinstance(piece, str) else piece)
+                times["write"] += clock() - made
+            start = clock()
+            handle.flush()
+            os.fsync(handle.fileno())
+            times["write"] += clock() - start
+    peak = maxrss_bytes() - probe.baseline  # text and write together
+    for name, seconds_taken in times.items():
+        probe.times[name] = seconds_taken
+        probe.peaks[name] = peak
     probe.emit()
 
 
@@ -188,42 +217,88 @@ def worker_write_v02(count: int, path: Path) -> None:
 
 
 def worker_load(path: Path) -> None:
+    """``trama.load`` side by side with the standard library's ``json.loads`` of the same file's
+    bytes, in this one process. Our load first, alone ("load": its time and peak memory as a fresh
+    process sees them, compared with trama 0.2.0's in its own fresh process); then ``json.loads``
+    and ``trama.load`` again ("load, same process"), interleaved twice, each kind reporting its
+    best time: these are compared with each other. ``json.loads`` as a program
+    calls it (the cycle collector on, as it is by default), and, for information, with the
+    collector paused around it, as ``trama.load`` pauses it."""
+    import gc
+    import time
+
     import trama
 
+    load = trama.load  # its modules are imported here, outside the timing, as the reference's are
     probe = Probe()
     with probe.phase("load"):
-        model = trama.load(path)
+        model = load(path)
     probe.extra["nodes"] = len(model.nodes)
+    del model
+    text = path.read_bytes()
+    best: dict[str, float] = {}
+
+    def timed(name: str, call: Any, *, paused: bool = False) -> None:
+        if paused:
+            gc.disable()
+        start = time.perf_counter()
+        result = call()
+        elapsed = time.perf_counter() - start
+        gc.enable()
+        del result
+        gc.collect()
+        best[name] = min(best.get(name, elapsed), elapsed)
+
+    for _ in range(2):
+        timed("json.loads", lambda: json.loads(text))
+        timed("json.loads, gc paused", lambda: json.loads(text), paused=True)
+        timed("load, same process", lambda: load(path))
+    probe.times.update(best)
     probe.emit()
 
 
 def worker_phases(path: Path) -> None:
     """Our load, phase by phase, in the order ``trama.load``/``trama.loads`` runs them.
 
-    ``trama.loads`` pauses the cycle collector while it builds objects; the collection that the
-    allocations would have triggered then runs as soon as it is re-enabled, over every object
-    built in the meantime ("gc"). Last, the parsed JSON is dropped ("free").
+    read the file; lift (:func:`trama.format._jsontext.lift_text`: long base64 runs out of the
+    text); then either the fast reader (``typed``: :func:`trama.format._typed.decode_typed`,
+    which parses, decodes and proves the structure in one go) or, where it declines (a 0.2
+    file), the careful one: parse (``parse_json``), decode (``decode_document``) and validate
+    (``structural_errors``). ``trama.loads`` pauses the cycle collector while it builds objects;
+    "gc" is what re-enabling it costs. Last, the parsed JSON is dropped ("free").
     """
     from trama.format import structural_errors
     from trama.format._codec import decode_document
     from trama.format._external import make_resolver
-    from trama.format._jsontext import gc_paused, parse_json
+    from trama.format._jsontext import gc_paused, lift_text, parse_json
+    from trama.format._typed import decode_typed
 
     probe = Probe()
     with probe.phase("read"):
         data = path.read_bytes()
     pause = gc_paused()
     pause.__enter__()
-    with probe.phase("parse"):
-        parsed = parse_json(data)
-    with probe.phase("decode"):
-        model = decode_document(parsed.data, resolve_external=make_resolver(path.parent), blobs=parsed.blobs)
-    with probe.phase("validate"):
-        errors = structural_errors(model)
+    resolver = make_resolver(path.parent)
+    with probe.phase("lift"):
+        lifted = lift_text(data)
+    with probe.phase("typed"):
+        typed = decode_typed(lifted, resolver)
+    parsed = None
+    if typed is None:
+        with probe.phase("parse"):
+            parsed = parse_json(lifted)
+        with probe.phase("decode"):
+            model = decode_document(parsed.data, resolve_external=resolver, blobs=parsed.blobs)
+        with probe.phase("validate"):
+            errors = structural_errors(model)
+    else:
+        model, sound = typed
+        errors = [] if sound else structural_errors(model)
+        probe.extra["sound"] = sound
     with probe.phase("gc"):
         pause.__exit__(None, None, None)
     with probe.phase("free"):
-        del parsed
+        del parsed, lifted
     if errors:
         raise SystemExit(f"unexpected validation errors: {errors[:3]}")
     probe.extra["nodes"] = len(model.nodes)
@@ -266,8 +341,11 @@ def measure_size(count: int, repeat: int, folder: Path, with_reference: bool) ->
         if with_reference
         else "bench_graph.v02_chain_text (the same JSON, written directly)"
     )
-    print(f"  .. {count} nodes: our dump by phase", file=sys.stderr, flush=True)
-    dump_phases = run_worker(_ours("dump-phases", str(count), str(folder / "phases.trama.json")))
+    phase_runs = []
+    for r in range(repeat):
+        print(f"  .. {count} nodes, run {r + 1}/{repeat}: our dump by phase", file=sys.stderr, flush=True)
+        phase_runs.append(run_worker(_ours("dump-phases", str(count), str(folder / "phases.trama.json"))))
+    dump_phases = best_of(phase_runs)
 
     commands = {
         "trama": _ours("load", str(ours_path)),
@@ -302,11 +380,24 @@ def measure_size(count: int, repeat: int, folder: Path, with_reference: bool) ->
 
 
 def summarise(sizes: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    summary: dict[str, Any] = {"speedup over 0.2.0": {}, "scaling": {}, "dump vs 0.2.0": {}}
+    summary: dict[str, Any] = {
+        "load vs json.loads": {},
+        "speedup over 0.2.0": {},
+        "scaling": {},
+        "dump vs 0.2.0": {},
+        "dump less validate vs 0.2.0": {},
+    }
     for count, data in sizes.items():
+        ours = data["results"]["trama"]["times"]
+        summary["load vs json.loads"][count] = {
+            "json.loads": ours["load, same process"] / ours["json.loads"],
+            "json.loads, gc paused": ours["load, same process"] / ours["json.loads, gc paused"],
+        }
         files = data["files"]
         if "trama 0.2.0" in data["results"]:  # the 0.2 file was written by trama 0.2.0's dump
             summary["dump vs 0.2.0"][count] = files["trama"]["dump"] / files["0.2"]["dump"]
+            phases = data["dump_phases"]
+            summary["dump less validate vs 0.2.0"][count] = (phases["text"] + phases["write"]) / files["0.2"]["dump"]
         res = data["results"]
         if "trama 0.2.0" in res:
             ref = res["trama 0.2.0"]["times"]["load"]
@@ -354,6 +445,19 @@ def report(info: dict[str, Any], repeat: int, sizes: dict[int, dict[str, Any]], 
 
     lines += ["", "Targets:"]
     target_rows = []
+    for count, ratios in summary["load vs json.loads"].items():
+        value = ratios["json.loads"]
+        target = TARGETS["load vs json.loads"]
+        target_rows.append(
+            [
+                f"{count:,} nodes: our load / json.loads (same process)",
+                ratio(value),
+                f"<= {target:g}x",
+                verdict(value, target),
+            ]
+        )
+        paused = ratios["json.loads, gc paused"]
+        target_rows.append([f"  (information: / json.loads with the collector paused: {paused:.2f}x)", "", "", ""])
     for count, speedups in summary["speedup over 0.2.0"].items():
         value = speedups["trama"]
         target = TARGETS["speedup over 0.2.0"]
@@ -364,6 +468,8 @@ def report(info: dict[str, Any], repeat: int, sizes: dict[int, dict[str, Any]], 
         target_rows.append(
             [f"{count:,} nodes: our dump / 0.2.0 dump", ratio(value), f"<= {target:g}x", verdict(value, target)]
         )
+        less = summary["dump less validate vs 0.2.0"][count]
+        target_rows.append([f"  (information: our phases text + write / 0.2.0 dump: {less:.2f}x)", "", "", ""])
     for key, scaling in summary["scaling"].items():
         value = scaling.get("trama")
         target = TARGETS["200k/100k"]
@@ -377,21 +483,40 @@ def report(info: dict[str, Any], repeat: int, sizes: dict[int, dict[str, Any]], 
 
     lines += [
         "",
-        "Our load by phase (seconds, best of each): read the file, parse_json, decode_document,",
-        "structural_errors, gc = the collection that runs when trama.loads re-enables the cycle collector,",
-        "free = dropping the parsed JSON. Phases add up to about the whole trama.load (last column).",
+        "Our load by phase (seconds, best of each): read the file, lift (long base64 runs out of the text),",
+        "typed = the fast reader (parse + decode + structural proof in one), or where it declines (a 0.2 file)",
+        "parse_json, decode_document and structural_errors; gc = re-enabling the paused cycle collector;",
+        "free = dropping what was parsed. Phases add up to about the whole trama.load.",
     ]
     phase_rows = []
-    names = ("read", "parse", "decode", "validate", "gc", "free")
+    names = ("read", "lift", "typed", "parse", "decode", "validate", "gc", "free")
     for count, data in sizes.items():
         for name, case in (("phases", "trama"), ("phases, 0.2 file", "trama, 0.2 file")):
             t = data["results"][name]["times"]
-            total = sum(t[p] for p in names)
-            shares = " / ".join(f"{t[p] / total:.0%}" for p in ("parse", "decode", "validate", "gc"))
-            row = [f"{count:,}", case, *(seconds(t[p]) for p in names), seconds(total)]
-            phase_rows.append([*row, seconds(data["results"][case]["times"]["load"]), shares])
-    headers = ["N", "file", *names, "sum", "trama.load", "parse / decode / validate / gc"]
-    lines.append(table(headers, phase_rows))
+            total = sum(t.get(p, 0.0) for p in names)
+            row = [f"{count:,}", case, *(seconds(t.get(p)) for p in names), seconds(total)]
+            phase_rows.append([*row, seconds(data["results"][case]["times"]["load"])])
+    lines.append(table(["N", "file", *names, "sum", "trama.load"], phase_rows))
+    json_rows = []
+    for count, data in sizes.items():
+        t = data["results"]["trama"]["times"]
+        same = t["load, same process"]
+        json_rows.append(
+            [
+                f"{count:,}",
+                seconds(t["json.loads"]),
+                seconds(t["json.loads, gc paused"]),
+                seconds(same),
+                ratio(same / t["json.loads"]),
+                ratio(same / t["json.loads, gc paused"]),
+            ]
+        )
+    lines += [
+        "",
+        "json.loads and trama.load of the same file in one process (best of 2 interleaved, best over the processes):",
+    ]
+    headers = ["N", "json.loads", "json.loads, gc paused", "trama.load", "/ json.loads", "/ gc paused"]
+    lines.append(table(headers, json_rows))
 
     lines += ["", f"Writing the files (each writer exports, then dumps; best of {repeat}, fresh processes):"]
     write_rows = []
@@ -402,15 +527,19 @@ def report(info: dict[str, Any], repeat: int, sizes: dict[int, dict[str, Any]], 
     lines.append(table(["N", "writer", "export s", "dump s"], write_rows))
     lines += [
         "",
-        "Our dump by phase (seconds, one run): validate, encode_document, format_json (the layout),",
+        f"Our dump by phase (seconds, best of {repeat}, fresh processes): validate, text = the document's",
+        "text in pieces (encode_document for all but the nodes, trama.format._writer for the nodes),",
         "write = UTF-8 + write + fsync.",
     ]
-    dump_names = ("validate", "encode", "layout", "write")
+    dump_names = ("validate", "text", "write")
     dump_rows = []
     for count, data in sizes.items():
         times = data["dump_phases"]
-        dump_rows.append([f"{count:,}", *(seconds(times[p]) for p in dump_names), seconds(sum(times.values()))])
-    lines.append(table(["N", *dump_names, "sum"], dump_rows))
+        total = sum(times[p] for p in dump_names)
+        dump_rows.append(
+            [f"{count:,}", *(seconds(times[p]) for p in dump_names), seconds(total), seconds(total - times["validate"])]
+        )
+    lines.append(table(["N", *dump_names, "sum", "text + write"], dump_rows))
     lines += ["", describe_machine(info)]
     return "\n".join(lines)
 

@@ -139,7 +139,7 @@ def fail_on_call(number: int, real: Callable[..., Any], error: BaseException) ->
     ("target", "call"),
     [
         ("encode_base64", 2),  # while streaming the second tensor
-        ("format_json", 1),  # before anything is written
+        ("model_pieces", 1),  # before anything is written
         ("os.fsync", 1),  # everything written, not yet on disk
         ("os.replace", 1),  # the final rename
     ],
@@ -272,7 +272,7 @@ def partial_safetensors(write: Callable[[bytes], object], tensors: Any, **kwargs
     "inject",
     [
         "write_safetensors",  # while writing the weights
-        "format_json",  # weights written to their temporary file, document not started
+        "model_text",  # weights written to their temporary file, document not started
         "fsync-document",  # both written, the document not yet on disk
         "replace-weights",  # both complete, renaming the weights into place fails
         "fsync-folder",  # the weights renamed into place, not yet durable: the document waits
@@ -285,9 +285,9 @@ def test_external_writer_failures_keep_both_files(
     error = OSError(28, "No space left on device")
     if inject == "write_safetensors":
         monkeypatch.setattr(trama.format._serialization, "write_safetensors", partial_safetensors)
-    elif inject == "format_json":
+    elif inject == "model_text":
         serialization = trama.format._serialization
-        monkeypatch.setattr(serialization, "format_json", fail_on_call(1, serialization.format_json, error))
+        monkeypatch.setattr(serialization, "model_text", fail_on_call(1, serialization.model_text, error))
     elif inject in ("fsync-document", "fsync-folder"):
         monkeypatch.setattr(os, "fsync", fail_on_call(2 if inject == "fsync-document" else 3, os.fsync, error))
     else:

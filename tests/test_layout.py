@@ -10,6 +10,8 @@ the suite's fixtures produce, a 100,000-node chain, real models, hand-picked edg
 surrogates, floats, big integers, empty containers, deep nesting, widths of exactly 99, 100 and
 101 columns, 8 and 9 items) and a seeded fuzz, with ``len`` and with ``width`` functions like the
 one ``dump`` uses to lay text out as if each tensor's base64 stood where its placeholder is.
+``dump`` itself writes nodes without the layout (``trama.format._writer``); ``test_writer.py``
+checks that what it writes is the layout of the encoded model.
 """
 
 from __future__ import annotations
@@ -142,24 +144,6 @@ def test_exported_toy_models(mlp_model: trama.Model, toy_registry: trama.OpRegis
     assert_same(encode_document(model, _serialization._inline_tensor))
 
 
-@pytest.mark.parametrize("weights", ["inline", "external"])
-def test_dump_writes_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, weights: str) -> None:
-    """Through ``dump`` itself: inline weights go through the placeholder ``width`` (empty
-    tensors make a placeholder wider than its base64, large ones narrower)."""
-    models = [*_legacy_models(), calls_model()]
-    (tmp_path / "old").mkdir()
-    (tmp_path / "new").mkdir()
-    for k, model in enumerate(models):
-        trama.dump(model, tmp_path / "old" / f"m{k}.trama.json", weights=weights)  # type: ignore[arg-type]
-    monkeypatch.setattr(_serialization, "format_json", format_json)
-    for k, model in enumerate(models):
-        trama.dump(model, tmp_path / "new" / f"m{k}.trama.json", weights=weights)  # type: ignore[arg-type]
-    old = {path.name: path.read_bytes() for path in (tmp_path / "old").iterdir()}
-    new = {path.name: path.read_bytes() for path in (tmp_path / "new").iterdir()}
-    assert len(old) == len(models) + (len(models) if weights == "external" else 0)
-    assert new == old
-
-
 def _chain(count: int) -> dict[str, Any]:
     """The document of a Sequential of ``count`` chained ReLUs, as ``encode_document`` makes it."""
 
@@ -212,14 +196,9 @@ def test_real_models(name: str) -> None:
     pytest.importorskip("trama_torch")
     realworld = pytest.importorskip("realworld.models")
     try:
-        entry = realworld.by_name(name)
-        model = entry.build()
+        document = realworld.exported(name)
     except ImportError as exc:  # the library that ships the model is not installed
         pytest.skip(str(exc))
-    args, kwargs = entry.args_kwargs()
-    document = trama.export_model(
-        model, inputs=list(entry.input_names), outputs=list(entry.output_names), example_inputs=kwargs or args
-    )
     assert len(document.nodes) > 10
     assert_same(encode_document(document, _serialization._inline_tensor))
 

@@ -1052,3 +1052,16 @@ def by_name(name: str) -> RealModel:
         if entry.name == name:
             return entry
     raise KeyError(f"no zoo model named {name!r}; known: {', '.join(entry.name for entry in ZOO)}")
+
+
+def exported(name: str) -> Any:
+    """The zoo model ``name`` exported by trama with its example inputs (a ``trama.Model``).
+    Raises ``ImportError`` when the library that ships it is not installed."""
+    import trama
+
+    entry = by_name(name)
+    module = entry.build()
+    args, kwargs = entry.args_kwargs()
+    return trama.export_model(
+        module, inputs=list(entry.input_names), outputs=list(entry.output_names), example_inputs=kwargs or args
+    )

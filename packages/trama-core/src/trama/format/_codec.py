@@ -589,12 +589,16 @@ def encode_document(
     model: Model,
     tensor: Callable[[str, Tensor], dict[str, Any]],
     checksum: Callable[[str, Tensor], str] | None = None,
+    *,
+    nodes: Any = None,
 ) -> dict[str, Any]:
     """The JSON data of a model in the current format; ``tensor(name, t)`` encodes each tensor.
 
     An entry whose tensor is written inline records its checksum, ``checksum(name, t)``: by
     default computed here, which decodes the tensor; a writer that produces each tensor's base64
-    later, one at a time, passes a placeholder and fills in the checksum then."""
+    later, one at a time, passes a placeholder and fills in the checksum then. A writer that
+    writes the nodes' text itself (:mod:`trama.format._writer`) passes what stands for them in
+    ``nodes``, so that no data is built for them."""
     if checksum is None:
         checksum = _inline_checksum
     doc: dict[str, Any] = {"format_version": FORMAT_VERSION}
@@ -608,7 +612,7 @@ def encode_document(
     doc["outputs"] = [_encode_ref(r) for r in model.outputs]
     if model.output_facts is not None:
         doc["output_facts"] = [_encode_fact(f) for f in model.output_facts]
-    doc["nodes"] = [_encode_node(node) for node in model.nodes]
+    doc["nodes"] = [encode_node(node) for node in model.nodes] if nodes is None else nodes
     doc["parameters"] = {name: _encode_entry(name, entry, tensor, checksum) for name, entry in model.parameters.items()}
     return doc
 
@@ -646,7 +650,7 @@ def _encode_fact(fact: ValueFact | None) -> dict[str, Any] | None:
     return out
 
 
-def _encode_node(node: Node) -> dict[str, Any]:
+def encode_node(node: Node) -> dict[str, Any]:
     """A node's members in the order the format lists them; a calling node has ``calls`` after
     ``op`` and no ``parameters`` or ``output_bindings`` (validation has checked it has none)."""
     out: dict[str, Any] = {"id": node.id, "parent": node.parent, "op": node.op}

@@ -39,15 +39,18 @@ import xxhash
 
 from trama.errors import JSONError, TensorDataError, TramaError
 from trama.format._files import read_at, read_into
+from trama.format._progress import Progress
 
 __all__ = [
     "BASE64_PATTERN",
     "BLOB_MIN_LENGTH",
     "Blob",
     "DocumentFile",
+    "LiftedText",
     "ParsedText",
     "TextRun",
     "gc_paused",
+    "lift_text",
     "parse_json",
 ]
 
@@ -252,53 +255,80 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def parse_json(data: bytes | str | mmap.mmap | DocumentFile) -> ParsedText:
-    """Parse a document's text; raise :class:`JSONError` with line and column on any problem.
+class LiftedText:
+    """A document's text ready to parse: long base64 runs replaced by placeholders (``text``,
+    UTF-8 bytes, the BOM dropped), the runs by placeholder (``blobs``), and where the text came
+    from (``source``), to locate a syntax error in the original."""
+
+    __slots__ = ("blobs", "source", "text")
+
+    def __init__(
+        self, text: bytes | mmap.mmap, blobs: dict[str, Blob], source: bytes | mmap.mmap | DocumentFile
+    ) -> None:
+        self.text = text
+        self.blobs = blobs
+        self.source = source
+
+
+def lift_text(data: bytes | str | mmap.mmap | DocumentFile, progress: Progress | None = None) -> LiftedText:
+    """Prepare a document's text for a parser: the first step of :func:`parse_json`.
 
     ``data`` may be an open :class:`DocumentFile`: it is read a block at a time and tensors'
-    base64 stays in the file (see the module's notes). A memory-mapped file is accepted too, but
-    its runs are copied out: a view of a mapping would be at the file's mercy.
+    base64 stays in the file (see the module's notes), ``progress`` told of each block. A
+    memory-mapped file is accepted too, but its runs are copied out: a view of a mapping would be
+    at the file's mercy.
     """
-    raw: bytes | mmap.mmap
     text: bytes | mmap.mmap
     blobs: dict[str, Blob]
     if isinstance(data, DocumentFile):
         try:
-            text, blobs = _FileScan(data).lift()
+            text, blobs = _FileScan(data, progress).lift()
         except OSError as exc:
             raise TramaError(f"cannot read {data.name!r}: {exc.strerror or exc}") from None
+        return LiftedText(text, blobs, data)
+    raw: bytes | mmap.mmap
+    if isinstance(data, str):
+        # A str may hold lone surrogates (from a "\ud800" escape): they go back to being escapes.
+        raw = data.encode("utf-8", "backslashreplace")
+    elif isinstance(data, mmap.mmap):
+        raw = data
     else:
-        if isinstance(data, str):
-            # A str may hold lone surrogates (from a "\ud800" escape): they go back to being escapes.
-            raw = data.encode("utf-8", "backslashreplace")
-        elif isinstance(data, mmap.mmap):
-            raw = data
-        else:
-            raw = bytes(data)
-        if raw[:3] == _BOM:
-            raw = raw[3:]
-        text, blobs = _lift_blobs(raw)
+        raw = bytes(data)
+    if raw[:3] == _BOM:
+        raw = raw[3:]
+    text, blobs = _lift_blobs(raw)
+    return LiftedText(text, blobs, raw)
+
+
+def parse_json(data: bytes | str | mmap.mmap | DocumentFile | LiftedText) -> ParsedText:
+    """Parse a document's text; raise :class:`JSONError` with line and column on any problem.
+
+    ``data`` is the text (see :func:`lift_text`), or what :func:`lift_text` made of it.
+    """
+    lifted = data if isinstance(data, LiftedText) else lift_text(data)
     try:
         with gc_paused():
             # Decode here rather than in json.loads, which would also accept UTF-16 and UTF-32.
             return ParsedText(
                 json.loads(
-                    str(text, "utf-8"),
+                    str(lifted.text, "utf-8"),
                     object_pairs_hook=_unique_pairs,
                     parse_constant=_reject_constant,
                     parse_float=_finite_float,
                 ),
-                blobs,
+                lifted.blobs,
             )
     except (json.JSONDecodeError, _DuplicateKey, ValueError, UnicodeDecodeError, RecursionError):
         pass  # locate the problem in the original text, below (slow, but only for bad files)
-    if isinstance(data, DocumentFile):
+    source = lifted.source
+    if isinstance(source, DocumentFile):
         try:
-            whole = data.read_all()
+            whole = source.read_all()
         except OSError as exc:
-            raise TramaError(f"cannot read {data.name!r}: {exc.strerror or exc}") from None
+            raise TramaError(f"cannot read {source.name!r}: {exc.strerror or exc}") from None
         _raise_located(whole[3:] if whole[:3] == _BOM else whole)
-    _raise_located(bytes(raw))
+    else:
+        _raise_located(bytes(source))
     raise JSONError("the text could not be parsed as JSON", line=1, column=1)  # pragma: no cover
 
 
@@ -410,8 +440,9 @@ class _FileScan:
     slides over the file; a run is read on from the file past the window and left there. Its
     text is hashed as it goes by, and the scan carries on after its closing quote."""
 
-    def __init__(self, file: DocumentFile) -> None:
+    def __init__(self, file: DocumentFile, progress: Progress | None = None) -> None:
         self.file = file
+        self.progress = progress  # told of every byte read
         self.window = bytearray()
         self.base = 0  # the file offset of window[0]
         self.emitted = 0  # window[:emitted] is in pieces already
@@ -470,6 +501,8 @@ class _FileScan:
         end = self.base + len(self.window)
         want = min(max(SCAN_STEP, len(self.window)), self.file.size - end)
         block = self.file.read(want, end) if want > 0 else b""
+        if self.progress is not None:
+            self.progress.advance(len(block))
         self.window += block
         if len(block) < want or end + len(block) >= self.file.size:
             self.final = True  # the end, or a file truncated while being read: the text ends here
@@ -519,6 +552,8 @@ class _FileScan:
             want = min(READ_BLOCK, size - offset - length)
             with memoryview(block) as whole, whole[: max(want, 0)] as room:
                 got = self.file.read_into(room, offset + length) if want > 0 else 0
+            if self.progress is not None:
+                self.progress.advance(got)
             if not got:
                 return None  # no closing quote: the parser reports the unterminated string
             quote = block.find(b'"', 0, got)

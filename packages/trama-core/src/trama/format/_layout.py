@@ -23,6 +23,10 @@ The output is byte for byte that of the plain way, for any data (``tests/test_la
 compares them on every document the test suite makes, a 100,000-node chain, real models and a
 seeded fuzz); values json refuses (NaN, objects it cannot encode) are refused with json's own
 errors. Writing recurses once per level of nesting, as the plain way did.
+
+``dump`` writes the nodes of a document without this pass (:mod:`trama.format._writer`: their
+layout is known in advance), with the pieces and limits defined here: :class:`ObjectShape`,
+:meth:`Layout.array_lines`, the separators, :data:`LINE_WIDTH` and :data:`MAX_ONE_LINE_ITEMS`.
 """
 
 from __future__ import annotations
@@ -33,13 +37,25 @@ from collections.abc import Callable, Iterable
 from operator import add as _concat
 from typing import Any, Final
 
-__all__ = ["LINE_WIDTH", "MAX_ONE_LINE_ITEMS", "format_json"]
+__all__ = [
+    "ITEM_SEPARATOR",
+    "KEY_SEPARATOR",
+    "LINE_WIDTH",
+    "MAX_ONE_LINE_ITEMS",
+    "Layout",
+    "ObjectShape",
+    "format_json",
+    "interleave",
+]
 
 #: Containers whose one-line form fits in this many columns (indentation included) are written
 #: on one line.
 LINE_WIDTH: Final = 100
 #: ... provided they have at most this many items.
 MAX_ONE_LINE_ITEMS: Final = 8
+#: What separates the items of a container on one line, and a key from its value.
+ITEM_SEPARATOR: Final = ", "
+KEY_SEPARATOR: Final = ": "
 
 #: A container with more items than this cannot fit on a line measured by ``len``: each item
 #: takes at least one character and each separator two.
@@ -49,7 +65,7 @@ _MAX_ITEMS_BY_LEN: Final = LINE_WIDTH // 3
 #: cover (subclasses of ``dict``/``list``/``str``/numbers, tuples, non-string keys, non-finite
 #: floats, objects JSON cannot encode), so that those are written, or refused, exactly as
 #: :mod:`json` does.
-_encoder = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "), allow_nan=False)
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(ITEM_SEPARATOR, KEY_SEPARATOR), allow_nan=False)
 _compact = _encoder.encode
 #: A string's JSON text (C implementation; ``ensure_ascii=False``, as ``_compact``).
 _string: Callable[[str], str] = json.encoder.encode_basestring
@@ -71,7 +87,7 @@ def format_json(data: Any, *, width: Callable[[str], int] = len) -> str:
     whose item is too wide for a line is then too wide as well, and is never measured. With
     ``len`` itself, widths are summed instead of measured.
     """
-    text = _Layout(width).text(data, 0)
+    text = Layout(width).text(data, 0)
     # A document written one item a line already ends with its newline (see _closing): adding
     # it here would copy the whole text once more.
     return text if text.endswith("\n") else text + "\n"
@@ -100,7 +116,7 @@ def _one_line_encoder() -> Callable[[Any, int], list[str]]:
     if make is None:  # pragma: no cover - CPython always has it
         return lambda value, _indent: [_compact(value)]
     return make(  # type: ignore[no-any-return]
-        {}, _encoder.default, _string, None, ": ", ", ", False, False, False
+        {}, _encoder.default, _string, None, KEY_SEPARATOR, ITEM_SEPARATOR, False, False, False
     )
 
 
@@ -110,7 +126,7 @@ def _closing(bracket: str, indent: int) -> str:
     return "\n" + " " * indent + bracket if indent else "\n" + bracket + "\n"
 
 
-def _interleave(prefixes: list[str], texts: list[str], closing: str) -> str:
+def interleave(prefixes: list[str], texts: list[str], closing: str) -> str:
     """``prefixes[0] + texts[0] + prefixes[1] + ... + closing``, in one join."""
     parts: list[str] = [closing] * (2 * len(texts) + 1)
     parts[0:-1:2] = prefixes
@@ -118,15 +134,15 @@ def _interleave(prefixes: list[str], texts: list[str], closing: str) -> str:
     return "".join(parts)
 
 
-class _Shape:
+class ObjectShape:
     """What a tuple of keys contributes to a dict's text, computed once per layout run."""
 
     __slots__ = ("fits", "fixed", "lines", "names", "prefixes", "strings", "template")
 
     def __init__(self, keys: tuple[str, ...]) -> None:
-        names = [_string(key) + ": " for key in keys]
+        names = [_string(key) + KEY_SEPARATOR for key in keys]
         #: ``{"a": `` and ``, "b": ``: what precedes each item on one line (``}`` follows).
-        self.prefixes = ["{" + names[0]] + [", " + name for name in names[1:]]
+        self.prefixes = ["{" + names[0]] + [ITEM_SEPARATOR + name for name in names[1:]]
         #: The one-line text's length less its items'.
         self.fixed = sum(map(len, self.prefixes)) + 1
         #: The one-line text as a ``%`` template of the items' texts.
@@ -141,6 +157,11 @@ class _Shape:
         self.names = names
 
     def written(self, indent: int) -> tuple[list[str], str]:
+        """What precedes each item of a dict of these keys written one item a line at
+        ``indent`` (``{`` or ``,``, a new line, the indentation, the key), and how it closes."""
+        lines = self.lines.get(indent)
+        if lines is not None:
+            return lines
         pad = " " * (indent + 2)
         prefixes = [",\n" + pad + name for name in self.names]
         prefixes[0] = "{\n" + pad + self.names[0]
@@ -148,7 +169,7 @@ class _Shape:
         return lines
 
 
-class _Layout:
+class Layout:
     """One layout run.
 
     ``lay_*`` return the text of a non-empty container written at an indentation. Each
@@ -167,7 +188,7 @@ class _Layout:
         self.irregular = 0
         #: By tuple of keys, all of exact type ``str`` (``1``, ``1.0`` and ``True`` are equal
         #: as keys but written differently).
-        self.shapes: dict[tuple[str, ...], _Shape] = {}
+        self.shapes: dict[tuple[str, ...], ObjectShape] = {}
         #: By indentation: how a list written one item a line opens, separates and closes.
         self.list_lines: dict[int, tuple[str, str, str]] = {}
         #: ``_compact`` without its per-call set-up: the chunks of a value's one-line text.
@@ -202,7 +223,7 @@ class _Layout:
         if shape is None:
             if not all(type(key) is str for key in keys):
                 return self.lay_other(value, indent)
-            shape = self.shapes[keys] = _Shape(keys)
+            shape = self.shapes[keys] = ObjectShape(keys)
         count = len(keys)
         one_line: str | _Items | None = None
         if shape.fits:
@@ -229,16 +250,16 @@ class _Layout:
             parts = texts if self.irregular == mark else self.items(texts)
             if type(parts) is list:
                 if not self.by_len:
-                    one_line = self.measured(_interleave(shape.prefixes, parts, "}"), indent)
+                    one_line = self.measured(interleave(shape.prefixes, parts, "}"), indent)
                 elif count <= _MAX_ITEMS_BY_LEN and len("".join(parts)) + shape.fixed + indent <= LINE_WIDTH:
-                    one_line = _interleave(shape.prefixes, parts, "}")
+                    one_line = interleave(shape.prefixes, parts, "}")
             elif parts is _Items.UNKNOWN:
                 one_line = self.unknown(value, indent)
             if type(one_line) is str and count <= MAX_ONE_LINE_ITEMS:
                 shape.fits = True
                 return one_line
-        prefixes, closing = shape.lines.get(indent) or shape.written(indent)
-        return self.written(_interleave(prefixes, texts, closing), one_line)
+        prefixes, closing = shape.written(indent)
+        return self.written(interleave(prefixes, texts, closing), one_line)
 
     def item_texts(self, items: Iterable[Any], inner: int) -> list[str]:
         """The laid-out text of each item of a container, at indentation ``inner``: the one
@@ -271,28 +292,40 @@ class _Layout:
                 pass
             else:
                 if count <= MAX_ONE_LINE_ITEMS:
-                    one_line = "[" + ", ".join(texts) + "]"
+                    one_line = "[" + ITEM_SEPARATOR.join(texts) + "]"
                     if (len(one_line) if self.by_len else self.width(one_line)) + indent <= LINE_WIDTH:
                         return one_line
                     one_line = None
                 elif not self.by_len or count <= _MAX_ITEMS_BY_LEN:
-                    one_line = self.measured("[" + ", ".join(texts) + "]", indent)
+                    one_line = self.measured("[" + ITEM_SEPARATOR.join(texts) + "]", indent)
         if texts is None:
             mark = self.irregular
             texts = self.item_texts(value, indent + 2)
             parts = texts if self.irregular == mark else self.items(texts)
             if type(parts) is list:
                 if not self.by_len or count <= _MAX_ITEMS_BY_LEN:
-                    one_line = self.measured("[" + ", ".join(parts) + "]", indent)
+                    one_line = self.measured("[" + ITEM_SEPARATOR.join(parts) + "]", indent)
             elif parts is _Items.UNKNOWN:
                 one_line = self.unknown(value, indent)
             if type(one_line) is str and count <= MAX_ONE_LINE_ITEMS:
                 return one_line
+        opening, separator, closing = self.array_lines(indent)
+        return self.written(opening + separator.join(texts) + closing, one_line)
+
+    def array_lines(self, indent: int) -> tuple[str, str, str]:
+        """How a list written one item a line at ``indent`` opens, separates its items and closes."""
         lines = self.list_lines.get(indent)
         if lines is None:
             pad = " " * (indent + 2)
             lines = self.list_lines[indent] = ("[\n" + pad, ",\n" + pad, _closing("]", indent))
-        return self.written(lines[0] + lines[1].join(texts) + lines[2], one_line)
+        return lines
+
+    def shape(self, keys: tuple[str, ...]) -> ObjectShape:
+        """The shape of dicts of these keys (all of them ``str``), made once per run."""
+        shape = self.shapes.get(keys)
+        if shape is None:
+            shape = self.shapes[keys] = ObjectShape(keys)
+        return shape
 
     def lay_other(self, value: dict[Any, Any] | list[Any], indent: int) -> str:
         """A container the fast paths do not cover (a subclass of ``dict`` or ``list``, or a key
@@ -304,7 +337,9 @@ class _Layout:
         if isinstance(value, dict):
             opening, closing = "{", "}"
             pairs = list(value.items())
-            prefixes = [f"{pad}{_string(key) if isinstance(key, str) else _compact(key)}: " for key, _ in pairs]
+            prefixes = [
+                f"{pad}{_string(key) if isinstance(key, str) else _compact(key)}{KEY_SEPARATOR}" for key, _ in pairs
+            ]
             texts = [self.text(item, inner) for _, item in pairs]
         else:
             opening, closing = "[", "]"

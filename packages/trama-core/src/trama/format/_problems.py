@@ -26,9 +26,19 @@ import jsonschema
 from trama.errors import TramaError
 from trama.format._codec import decode_document, parse_format_version
 from trama.format._external import make_resolver
-from trama.format._jsontext import BASE64_PATTERN, Blob, DocumentFile, ParsedText, TextRun, gc_paused, parse_json
+from trama.format._jsontext import (
+    BASE64_PATTERN,
+    Blob,
+    DocumentFile,
+    ParsedText,
+    TextRun,
+    gc_paused,
+    lift_text,
+    parse_json,
+)
 from trama.format._model import Model
 from trama.format._names import DOTTED_ID, MAX_ENTRY_SEGMENTS, MAX_NODE_DEPTH, depth_of, shown_name
+from trama.format._progress import progress_line
 from trama.format._schema import ENTRY_NAME_PATTERN, NODE_ID_PATTERN, json_schema
 from trama.format._tensor import Tensor
 from trama.format._validation import collect_errors
@@ -65,7 +75,11 @@ def document_problems(data: bytes | mmap.mmap | DocumentFile, folder: Path, *, s
     read a block at a time. Every tensor is decoded and verified, one at a time, none kept: the
     memory is that of the structure and the largest tensor, whatever the weights add up to."""
     try:
-        parsed = parse_json(data)
+        if isinstance(data, DocumentFile):
+            with progress_line(None, f"reading {data.name}", data.size) as line:
+                parsed = parse_json(lift_text(data, line if line.shown else None))
+        else:
+            parsed = parse_json(data)
         major, minor = parse_format_version(parsed.data)
     except TramaError as exc:
         return [Problem.of(exc)]
@@ -352,10 +366,12 @@ def _tensor_problems(model: Model) -> list[Problem]:
     the check alone and let go (:meth:`~trama.format.Tensor.read`): the model keeps none, so
     a model with many large tensors is checked holding one at a time."""
     problems = []
-    for entry in model.parameters.values():
-        if isinstance(entry.value, Tensor):
+    tensors = [entry.value for entry in model.parameters.values() if isinstance(entry.value, Tensor)]
+    with progress_line(None, "checking tensors", sum(tensor.nbytes for tensor in tensors)) as line:
+        for tensor in tensors:
             try:
-                entry.value.read()
+                tensor.read()
             except TramaError as exc:
                 problems.append(Problem.of(exc))
+            line.advance(tensor.nbytes)
     return problems

@@ -24,7 +24,7 @@ import numpy as np
 
 from trama.errors import TramaError, WeightsFileError
 from trama.format import _commit
-from trama.format._codec import decode_document, encode_document
+from trama.format._codec import decode_document
 from trama.format._dtypes import numpy_dtype
 from trama.format._external import (
     MissingWeightsFileError,
@@ -34,12 +34,21 @@ from trama.format._external import (
     write_safetensors,
 )
 from trama.format._files import NotRegularFileError, open_regular, read_regular
-from trama.format._jsontext import DocumentFile, gc_paused, parse_json
-from trama.format._layout import format_json
+from trama.format._jsontext import DocumentFile, gc_paused, lift_text, parse_json
 from trama.format._model import Model
+from trama.format._progress import Progress, progress_line
 from trama.format._specs import OpRegistry
-from trama.format._tensor import Tensor, base64_length, encode_base64, inline_checksum, tensor_checksum
+from trama.format._tensor import (
+    Tensor,
+    base64_length,
+    checksum_hasher,
+    checksum_of,
+    encode_base64,
+    inline_checksum,
+)
+from trama.format._typed import decode_typed
 from trama.format._validation import validate as validate_model
+from trama.format._writer import model_pieces, model_text
 
 __all__ = ["atomic_file", "dump", "dumps", "load", "loads", "weights_path"]
 
@@ -75,21 +84,41 @@ def _decode(
     registry: OpRegistry | None,
     base_dir: PathLike | None,
     mmap_weights: bool,
+    progress: Progress | None = None,
 ) -> Model:
-    """:func:`loads`, for :func:`load` too: which passes a large document as its open file."""
+    """:func:`loads`, for :func:`load` too: which passes a large document as its open file (and
+    the ``progress`` of reading it)."""
     resolver = make_resolver(Path(base_dir), mmap_weights=mmap_weights) if base_dir is not None else None
     with gc_paused():
-        parsed = parse_json(text)
-        model = decode_document(parsed.data, resolve_external=resolver, blobs=parsed.blobs)
+        lifted = lift_text(text, progress)
+        typed = decode_typed(lifted, resolver)
+        if typed is None:  # not the current format, or something the careful path must judge
+            parsed = parse_json(lifted)
+            model = decode_document(parsed.data, resolve_external=resolver, blobs=parsed.blobs)
+            sound = False
+        else:
+            model, sound = typed
         if validate:
-            validate_model(model, registry)
+            if not sound:
+                validate_model(model, registry)
+            elif registry is not None:
+                validate_model(model, registry, structure_checked=True)
     return model
 
 
 def load(
-    path: PathLike, *, validate: bool = True, registry: OpRegistry | None = None, mmap_weights: bool = False
+    path: PathLike,
+    *,
+    validate: bool = True,
+    registry: OpRegistry | None = None,
+    mmap_weights: bool = False,
+    progress: bool | None = None,
 ) -> Model:
     """Read a document from a file. Tensors are decoded lazily, on first use.
+
+    Reading a file of 100 MB or more shows a progress line on standard error when that is a
+    terminal; ``progress=False`` never shows it, ``progress=True`` shows it for any size (still
+    only on a terminal). See :mod:`trama.format._progress`.
 
     Inline tensors of a large document stay in its file until first use, then are read and
     decoded into an array of their own: the file must still hold, byte for byte, the text that
@@ -116,8 +145,17 @@ def load(
     file = Path(path)
     for attempt in range(_LOAD_ATTEMPTS):
         data, identity = _read_document(file)
+        size = data.size if isinstance(data, DocumentFile) else len(data)
         try:
-            return _decode(data, validate=validate, registry=registry, base_dir=file.parent, mmap_weights=mmap_weights)
+            with progress_line(progress, f"reading {file.name}", size) as line:
+                return _decode(
+                    data,
+                    validate=validate,
+                    registry=registry,
+                    base_dir=file.parent,
+                    mmap_weights=mmap_weights,
+                    progress=line if line.shown else None,
+                )
         except MissingWeightsFileError:
             # Its weights file is gone: if the document was replaced since we read it, a newer
             # dump committed and collected it. Read the new one.
@@ -172,8 +210,9 @@ def _read_errors(file: Path) -> Iterator[None]:
 
 def dumps(model: Model) -> str:
     """The document as text, tensors inline as base64."""
-    validate_model(model)
-    return "".join(piece if isinstance(piece, str) else piece.decode("ascii") for piece in _inline_pieces(model))
+    with gc_paused():  # as in dump
+        validate_model(model)
+        return "".join(piece if isinstance(piece, str) else piece.decode("ascii") for piece in _inline_pieces(model))
 
 
 def _inline_tensor(name: str, tensor: Tensor) -> dict[str, Any]:
@@ -204,8 +243,17 @@ def weights_path(path: PathLike) -> Path:
     return file.parent.joinpath(*named[0].split("/"))
 
 
-def dump(model: Model, path: PathLike, *, weights: Literal["inline", "external"] = "inline") -> None:
+def dump(
+    model: Model,
+    path: PathLike,
+    *,
+    weights: Literal["inline", "external"] = "inline",
+    progress: bool | None = None,
+) -> None:
     """Write a document to ``path``, atomically.
+
+    Writing 100 MB or more shows a progress line on standard error when that is a terminal;
+    ``progress`` decides as for :func:`load`.
 
     ``weights="inline"`` (the default) keeps the file self-contained, tensors as base64.
     ``weights="external"`` writes the tensors to a safetensors file beside it, named after the
@@ -218,19 +266,27 @@ def dump(model: Model, path: PathLike, *, weights: Literal["inline", "external"]
     does not name are removed, as are temporary files left by killed dumps to ``path``. A
     failure to write is a :class:`~trama.errors.WriteError`.
     """
-    validate_model(model)
-    if weights not in ("inline", "external"):
-        raise ValueError(f"weights must be 'inline' or 'external', got {weights!r}")
-    file = Path(path)
-    with _commit.write_errors(file):
-        _commit.check_target(file)
+    # Validating a large graph builds and drops many small containers and no cycles: the
+    # collector, triggered by their count, would rescan the whole model again and again.
+    with gc_paused():
+        validate_model(model)
+        if weights not in ("inline", "external"):
+            raise ValueError(f"weights must be 'inline' or 'external', got {weights!r}")
+        file = Path(path)
+        tensors = [entry.value for entry in model.parameters.values() if isinstance(entry.value, Tensor)]
         if weights == "inline":
-            with _temporary(file.parent, file.name) as temp:
-                _write_inline(model, temp.write)
-                temp.sync()
-                _commit.commit_document(file, temp)
+            size = sum(base64_length(tensor.nbytes) for tensor in tensors)
         else:
-            _dump_external(model, file)
+            size = sum(tensor.nbytes for tensor in tensors)
+        with _commit.write_errors(file), progress_line(progress, f"writing {file.name}", size) as line:
+            _commit.check_target(file)
+            if weights == "inline":
+                with _temporary(file.parent, file.name) as temp:
+                    _write_inline(model, _counted(temp.write, line))
+                    temp.sync()
+                    _commit.commit_document(file, temp)
+            else:
+                _dump_external(model, file, line)
 
 
 def _write_inline(model: Model, write: Callable[[bytes], object]) -> None:
@@ -251,11 +307,13 @@ def _inline_pieces(model: Model) -> Iterator[str | bytes]:
     """The inline document's text, in order: the structure as ``str``, each tensor's base64 as
     ``bytes`` a chunk at a time.
 
-    The structure is laid out first with short placeholders for each tensor's ``data`` and its
-    entry's ``checksum``, measured as the real text will read. Then the tensors are taken one at
-    a time: decoded when not yet (:meth:`Tensor.read`, which keeps nothing), encoded, and their
-    checksum computed on the same array. Writing a lazily loaded model holds one tensor at a
-    time, not all of them, and leaves them undecoded; a bad tensor is found when reached.
+    The structure is laid out with short placeholders for each tensor's ``data`` and its entry's
+    ``checksum``, measured as the real text will read, and comes a piece at a time (a large
+    graph's text is never whole in memory). The tensors are taken one at a time where their
+    placeholders are: decoded when not yet (:meth:`Tensor.read`, which keeps nothing), encoded,
+    and their checksum computed on the same array. Writing a lazily loaded model holds one
+    tensor at a time, not all of them, and leaves them undecoded; a bad tensor is found when
+    reached.
     """
     nonce = secrets.token_hex(8)
     tensors: list[Tensor] = []
@@ -279,23 +337,27 @@ def _inline_pieces(model: Model) -> Iterator[str | bytes]:
             for kind, k in pattern.findall(compact)
         )
 
-    text = format_json(encode_document(model, placeholder, checksum), width=width)
-    parts = pattern.split(text)
-    del text
     sums: dict[int, str] = {}
-    yield parts[0]
-    for k in range(1, len(parts), 3):
-        index = int(parts[k + 1])
-        tensor = tensors[index]
-        if parts[k]:  # the entry's checksum, computed when its data was written just before
-            yield sums.pop(index) if index in sums else inline_checksum(tensor)
-        else:
-            flat = np.ascontiguousarray(tensor.read(), dtype=numpy_dtype(tensor.dtype)).reshape(-1).view(np.uint8)
-            sums[index] = tensor_checksum(tensor.dtype, tensor.shape, flat)
-            for begin in range(0, len(flat), _ENCODE_CHUNK):
-                yield encode_base64(flat[begin : begin + _ENCODE_CHUNK])
-            del flat
-        yield parts[k + 2]
+    # The structure comes in pieces (model_pieces), none of which splits a placeholder.
+    for text in model_pieces(model, placeholder, checksum, width=width):
+        if marker not in text:
+            yield text
+            continue
+        parts = pattern.split(text)
+        yield parts[0]
+        for k in range(1, len(parts), 3):
+            index = int(parts[k + 1])
+            tensor = tensors[index]
+            if parts[k]:  # the entry's checksum, computed when its data was written just before
+                yield sums.pop(index) if index in sums else inline_checksum(tensor)
+            else:
+                flat = np.ascontiguousarray(tensor.read(), dtype=numpy_dtype(tensor.dtype)).reshape(-1).view(np.uint8)
+                hasher = checksum_hasher(tensor.dtype, tensor.shape)  # fed each piece as it is encoded
+                for begin in range(0, len(flat), _ENCODE_CHUNK):
+                    yield encode_base64(flat[begin : begin + _ENCODE_CHUNK], hasher=hasher)
+                sums[index] = checksum_of(hasher)
+                del flat
+            yield parts[k + 2]
 
 
 def _utf8(text: str) -> bytes:
@@ -303,7 +365,20 @@ def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "backslashreplace")
 
 
-def _dump_external(model: Model, file: Path) -> None:
+def _counted(write: Callable[[Any], object], progress: Progress) -> Callable[[Any], object]:
+    """``write``, telling ``progress`` of every byte (when it is shown at all)."""
+    if not progress.shown:
+        return write
+
+    def counted(data: Any) -> object:
+        result = write(data)
+        progress.advance(data.nbytes if isinstance(data, memoryview) else len(data))
+        return result
+
+    return counted
+
+
+def _dump_external(model: Model, file: Path, progress: Progress) -> None:
     """Weights first, to a file named after its content; then the document, whose rename
     commits both (see :mod:`trama.format._commit`)."""
     tensors = {name: entry.value for name, entry in model.parameters.items() if isinstance(entry.value, Tensor)}
@@ -311,19 +386,19 @@ def _dump_external(model: Model, file: Path) -> None:
     stem = _commit.document_stem(file.name)
     if not tensors:  # nothing to put beside it: the document alone
         with _temporary(folder, file.name) as temp:
-            temp.write(_utf8(format_json(encode_document(model, _inline_tensor))))
+            temp.write(_utf8(model_text(model, _inline_tensor)))
             temp.sync()
             _commit.commit_document(file, temp)
         return
     with _temporary(folder, f"{stem}.safetensors") as weights_temp:
-        written = write_safetensors(weights_temp.write, tensors, document=file.name)
+        written = write_safetensors(_counted(weights_temp.write, progress), tensors, document=file.name)
         weights_temp.sync()
         name = f"{stem}.{written.content_id}.safetensors"
 
         def reference(key: str, tensor: Tensor) -> dict[str, Any]:
             return external_reference(name, key, tensor, written.checksums)
 
-        text = format_json(encode_document(model, reference))
+        text = model_text(model, reference)
         with _temporary(folder, file.name) as temp:
             temp.write(_utf8(text))
             temp.sync()

@@ -11,18 +11,18 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from typing import TypeAlias
 
 from trama.errors import RegistryError, TramaError, ValidationError, pointer_token
 from trama.format._calls import call_cycle
 from trama.format._codec import fact_shape_problem
-from trama.format._model import INPUT, Model, Node, Ref, parent_of
+from trama.format._model import INPUT, Model, Node, Ref
 from trama.format._names import (
     DOTTED_ID,
     MAX_ENTRY_SEGMENTS,
     MAX_NAME_LENGTH,
     MAX_NODE_DEPTH,
     NAME,
-    SEGMENT,
     depth_of,
     is_op_name,
     op_name_problem,
@@ -31,12 +31,39 @@ from trama.format._names import (
 from trama.format._specs import OpRegistry, value_type
 from trama.format._tensor import Tensor
 
-__all__ = ["DOTTED_ID", "NAME", "collect_errors", "registry_errors", "structural_errors", "validate"]
+__all__ = [
+    "DOTTED_ID",
+    "NAME",
+    "Declared",
+    "all_dotted",
+    "binding_errors",
+    "call_errors",
+    "collect_errors",
+    "model_level_errors",
+    "node_errors",
+    "ref_problem",
+    "registry_errors",
+    "structural_errors",
+    "table_errors",
+    "validate",
+]
 
 
-def validate(model: Model, registry: OpRegistry | None = None, *, allow_unknown_ops: bool = False) -> None:
-    """Raise the first problem found (every problem is in its ``all_errors``); else return."""
-    errors = collect_errors(model, registry, allow_unknown_ops=allow_unknown_ops)
+def validate(
+    model: Model,
+    registry: OpRegistry | None = None,
+    *,
+    allow_unknown_ops: bool = False,
+    structure_checked: bool = False,
+) -> None:
+    """Raise the first problem found (every problem is in its ``all_errors``); else return.
+
+    ``structure_checked`` skips the structural rules, for a reader that has just proven them
+    (:mod:`trama.format._typed`)."""
+    if structure_checked:
+        errors = registry_errors(model, registry, allow_unknown_ops=allow_unknown_ops) if registry is not None else []
+    else:
+        errors = collect_errors(model, registry, allow_unknown_ops=allow_unknown_ops)
     if errors:
         first = errors[0]
         first.all_errors = errors
@@ -55,18 +82,80 @@ def collect_errors(
     return errors
 
 
+class Declared:
+    """Every node of a document by id, for the rules that follow references: where each id is
+    first declared (``index``: its position in ``nodes``, built in one C call), and each node's
+    parent id (``parents``, ``None`` at top level; filled as the nodes are checked in order).
+    A node is declared to the nodes after it only."""
+
+    __slots__ = ("index", "nodes", "parents")
+
+    def __init__(self, nodes: list[Node], ids: list[str]) -> None:
+        self.nodes = nodes
+        self.index = index_ids(ids)
+        self.parents: list[str | None] = [None] * len(ids)
+
+    def get(self, node_id: str, before: int | None = None) -> tuple[Node, str | None] | None:
+        """The node declared as ``node_id`` and its parent id, or ``None``; with ``before``,
+        only if it comes before position ``before``."""
+        j = self.index.get(node_id)
+        if j is None or (before is not None and j >= before):
+            return None
+        return self.nodes[j], self.parents[j]
+
+    def by_id(self) -> dict[str, Node]:
+        return {node_id: self.nodes[j] for node_id, j in self.index.items()}
+
+
+def index_ids(ids: list[str]) -> dict[str, int]:
+    """Each id's position, the first one where an id repeats: built in C, unless some id does."""
+    index = dict(zip(ids, range(len(ids)), strict=True))
+    if len(index) != len(ids):
+        index = {}
+        for i, node_id in enumerate(ids):
+            index.setdefault(node_id, i)
+    return index
+
+
+#: Records one problem: ``fail(message, location, node_id=None)``.
+Fail: TypeAlias = Callable[..., None]
+
+
 def structural_errors(model: Model) -> list[TramaError]:
     """Check the rules of ``docs/format.md`` ("Structural rules") and return every violation.
 
-    This runs on every load, so the common case is kept lean: locations are formatted only when
-    something fails, names already seen valid are not matched again, and each node's parent is
-    computed once.
+    This runs on every load and every dump, so the common case is kept lean: locations are
+    formatted only when something fails, names already seen valid are not matched again, and
+    each node's parent is computed once. The checks come in sections: the model's own fields,
+    the nodes in order (:func:`node_errors`, the hot loop), then what needs every node declared
+    (:func:`binding_errors`, the calls, :func:`table_errors`). The fast reader
+    (:mod:`trama.format._typed`) proves the node loop's rules for the common case while it
+    builds the nodes, and runs this module's other sections as they are.
     """
     errors: list[TramaError] = []
 
     def fail(message: str, location: str, node_id: str | None = None) -> None:
         errors.append(ValidationError(message, location=location, node_id=node_id))
 
+    model_inputs = model_level_errors(model, fail)
+    nodes = model.nodes
+    ids = [node.id for node in nodes]
+    if not all_dotted(ids):
+        for i, node_id in enumerate(ids):
+            problem = _dotted_problem(node_id, MAX_NODE_DEPTH)
+            if problem is not None:
+                fail(f"node id {shown_name(node_id)} {problem}", f"/nodes/{i}/id", node_id)
+    declared = Declared(nodes, ids)
+    calling = node_errors(declared, model_inputs, fail)
+    binding_errors(declared, fail)
+    if calling:
+        errors += call_errors(nodes, calling, declared.by_id())
+    table_errors(model, declared, model_inputs, fail)
+    return errors
+
+
+def model_level_errors(model: Model, fail: Fail) -> set[str]:
+    """The model's inputs, opset namespaces and facts; returns the set of model input names."""
     model_inputs = set(model.inputs)
     if len(model_inputs) != len(model.inputs):
         fail("model inputs repeat a name", "/inputs")
@@ -83,87 +172,111 @@ def structural_errors(model: Model) -> list[TramaError]:
         _check_fact(fact, f"/input_facts/{k}", fail)
     for k, fact in enumerate(model.output_facts or ()):
         _check_fact(fact, f"/output_facts/{k}", fail)
+    return model_inputs
 
-    nodes = model.nodes
-    ids = [node.id for node in nodes]
-    all_ids = set(ids)
-    if not _all_dotted(ids):
-        for i, node_id in enumerate(ids):
-            problem = _dotted_problem(node_id, MAX_NODE_DEPTH)
-            if problem is not None:
-                fail(f"node id {shown_name(node_id)} {problem}", f"/nodes/{i}/id", node_id)
-    # id -> (node, its parent id); a node is declared once every earlier node has been seen.
-    declared: dict[str, tuple[Node, str | None]] = {}
+
+def ref_problem(ref: Ref, scope: str | None, scope_inputs: object, declared: Declared, position: int) -> str | None:
+    """What is wrong with one reference seen from ``scope`` by the node at ``position``, or
+    ``None`` (callers build the location only when there is a problem)."""
+    ref_node, output = ref
+    if ref_node == INPUT:
+        if output in scope_inputs:  # type: ignore[operator]
+            return None
+        whose = f"composite {scope!r}" if scope is not None else "the model"
+        return f"{output!r} is not an input of {whose}"
+    found = declared.get(ref_node, position)
+    if found is None:
+        if ref_node in declared.index:
+            return f"refers to {ref_node!r}, which comes later (wrong order or a cycle)"
+        return f"refers to unknown node {ref_node!r}"
+    if found[1] != scope:
+        return f"refers to {ref_node!r}, which is not in the same scope"
+    if output not in found[0].outputs:
+        return f"node {ref_node!r} has no output {output!r}"
+    return None
+
+
+def node_errors(declared: Declared, model_inputs: set[str], fail: Fail) -> list[int]:
+    """The rules each node must meet when it is reached in order: a unique id, an op name, a
+    parent declared before it that is a composite, names, and inputs that refer to values
+    already made in its scope. Fills ``declared.parents``; returns the indexes of calling nodes
+    (checked once every node is declared)."""
+    nodes, index, parents = declared.nodes, declared.index, declared.parents
     good_names: set[str] = set()  # port, output and slot names already matched against NAME
     good_ops: set[str] = set()  # op names already matched against OP_NAME
-    calling: list[int] = []  # indexes of calling nodes, checked once every node is declared
+    calling: list[int] = []
 
     def check_name(name: str, what: str, node_id: str, i: int, field: str) -> None:
         """Match a name once per distinct name; the location ``/nodes/i/field`` is built on failure."""
-        if name not in good_names:
-            if NAME.match(name):
-                good_names.add(name)
-            else:
-                fail(f"{what} {shown_name(name)} {_not_a_name(name)}", f"/nodes/{i}/{field}", node_id)
+        if NAME.match(name):
+            good_names.add(name)
+        else:
+            fail(f"{what} {shown_name(name)} {_not_a_name(name)}", f"/nodes/{i}/{field}", node_id)
 
-    def ref_problem(ref: Ref, scope: str | None, scope_inputs: object) -> str | None:
-        """What is wrong with one reference seen from ``scope``, or ``None`` (callers build the
-        location only when there is a problem: this runs for every wire of every load)."""
-        ref_node, output = ref
-        if ref_node == INPUT:
-            if output in scope_inputs:  # type: ignore[operator]
-                return None
-            whose = f"composite {scope!r}" if scope is not None else "the model"
-            return f"{output!r} is not an input of {whose}"
-        found = declared.get(ref_node)
-        if found is None:
-            if ref_node in all_ids:
-                return f"refers to {ref_node!r}, which comes later (wrong order or a cycle)"
-            return f"refers to unknown node {ref_node!r}"
-        if found[1] != scope:
-            return f"refers to {ref_node!r}, which is not in the same scope"
-        if output not in found[0].outputs:
-            return f"node {ref_node!r} has no output {output!r}"
-        return None
-
+    last_parent: str | None = None  # siblings come in runs: the scope of the last one is kept
+    scope_inputs: object = model_inputs
     for i, node in enumerate(nodes):
+        # The passing path is written out inline (a failed test is explained by the helpers):
+        # this loop runs for every node of every load and every dump.
         node_id = node.id
-        if node_id in declared:
-            fail(f"node id {node_id!r} is used twice", f"/nodes/{i}/id", node_id)
         op = node.op
+        if index[node_id] != i:
+            fail(f"node id {node_id!r} is used twice", f"/nodes/{i}/id", node_id)
         if op not in good_ops:
             if is_op_name(op):
                 good_ops.add(op)
             else:
                 fail(f"op {shown_name(op)} {op_name_problem(op)}", f"/nodes/{i}/op", node_id)
-        parent = parent_of(node_id)
-        scope_inputs: object = model_inputs
-        if parent is not None:
-            found = declared.get(parent)
-            if found is None:
-                fail(f"parent {parent!r} does not exist or comes later", f"/nodes/{i}/parent", node_id)
-            elif found[0].output_bindings is None:
-                kind = "a calling node, which has no children" if found[0].calls is not None else "a leaf"
-                fail(f"parent {parent!r} is {kind} (it has no output_bindings)", f"/nodes/{i}/parent", node_id)
+        head, dot, _ = node_id.rpartition(".")
+        if not dot:
+            parent = last_parent = None
+            scope_inputs = model_inputs
+        elif head != last_parent:
+            parent = head
+            j = index.get(head)
+            if j is not None and j < i and nodes[j].output_bindings is not None:
+                scope_inputs = nodes[j].inputs
+                last_parent = head
             else:
-                scope_inputs = found[0].inputs
+                last_parent = None
+                scope_inputs = model_inputs
+                if j is None or j >= i:
+                    fail(f"parent {parent!r} does not exist or comes later", f"/nodes/{i}/parent", node_id)
+                else:
+                    kind = "a calling node, which has no children" if nodes[j].calls is not None else "a leaf"
+                    fail(f"parent {parent!r} is {kind} (it has no output_bindings)", f"/nodes/{i}/parent", node_id)
+        else:
+            parent = last_parent
+        parents[i] = parent
         for port, ref in node.inputs.items():
-            check_name(port, "input port name", node_id, i, "inputs")
-            problem = ref_problem(ref, parent, scope_inputs)
-            if problem is not None:
-                fail(problem, f"/nodes/{i}/inputs/{pointer_token(port)}", node_id)
+            if port not in good_names:
+                check_name(port, "input port name", node_id, i, "inputs")
+            ref_node, output = ref
+            if ref_node == INPUT:
+                if output in scope_inputs:  # type: ignore[operator]
+                    continue
+            else:
+                j = index.get(ref_node)
+                if j is not None and j < i and parents[j] == parent and output in nodes[j].outputs:
+                    continue
+            problem = ref_problem(ref, parent, scope_inputs, declared, i)
+            fail(problem or "", f"/nodes/{i}/inputs/{pointer_token(port)}", node_id)
         outputs = node.outputs
-        for k, output in enumerate(outputs):
-            if output not in good_names:  # skip formatting the location for names seen before
-                check_name(output, "output name", node_id, i, f"outputs/{k}")
+        if not good_names.issuperset(outputs):
+            for k, output in enumerate(outputs):
+                if output not in good_names:
+                    check_name(output, "output name", node_id, i, f"outputs/{k}")
         if len(outputs) > 1 and len(set(outputs)) != len(outputs):
             fail("outputs repeat a name", f"/nodes/{i}/outputs", node_id)
-        if node_id not in declared:
-            declared[node_id] = (node, parent)
         if node.calls is not None:
             calling.append(i)
+    return calling
 
-    for i, node in enumerate(nodes):
+
+def binding_errors(declared: Declared, fail: Fail) -> None:
+    """Each composite's output bindings: exactly its outputs, each bound to one of its inputs or
+    to an output of one of its children (which needs every node declared)."""
+    for i, node in enumerate(declared.nodes):
         bindings = node.output_bindings
         if bindings is None:
             continue
@@ -194,22 +307,31 @@ def structural_errors(model: Model) -> list[TramaError]:
             elif ref.output not in found[0].outputs:
                 fail(f"node {ref.node!r} has no output {ref.output!r}", f"{here}/{pointer_token(name)}", node.id)
 
-    if calling:
-        errors += _call_errors(nodes, calling, {node_id: found[0] for node_id, found in declared.items()})
 
+def table_errors(model: Model, declared: Declared, model_inputs: set[str], fail: Fail) -> None:
+    """The model's outputs, and the parameter table with the slots that refer to it."""
+    nodes = model.nodes
     for k, ref in enumerate(model.outputs):
         if ref.node == INPUT:
             fail("a model output must be an output of a top-level node, not %input", f"/outputs/{k}")
             continue
-        problem = ref_problem(ref, None, model_inputs)
+        problem = ref_problem(ref, None, model_inputs, declared, len(nodes))
         if problem is not None:
             fail(problem, f"/outputs/{k}")
 
     table = model.parameters
     referenced: set[str] = set()
+    good_slots: set[str] = set()
     for i, node in enumerate(nodes):
-        for slot, key in node.parameters.items():
-            check_name(slot, "slot name", node.id, i, "parameters")
+        slots = node.parameters
+        if not slots:
+            continue
+        for slot, key in slots.items():
+            if slot not in good_slots:
+                if NAME.match(slot):
+                    good_slots.add(slot)
+                else:
+                    fail(f"slot name {shown_name(slot)} {_not_a_name(slot)}", f"/nodes/{i}/parameters", node.id)
             if key not in table:
                 fail(
                     f"slot {slot!r} refers to missing parameter {key!r}",
@@ -222,17 +344,16 @@ def structural_errors(model: Model) -> list[TramaError]:
         problem = _dotted_problem(name, MAX_ENTRY_SEGMENTS)
         if problem is not None:
             fail(f"parameter name {shown_name(name)} {problem}", where)
-        elif name in all_ids:
+        elif name in declared.index:
             fail(f"parameter name {name!r} is also a node id", where)
         if name not in referenced:
             fail(f"parameter {name!r} is not referenced by any node", where)
         problem = _value_problem(table[name].value)
         if problem is not None:
             fail(f"parameter {name!r} cannot be stored: {problem}", f"{where}/value")
-    return errors
 
 
-def _call_errors(nodes: list[Node], calling: list[int], by_id: dict[str, Node]) -> list[TramaError]:
+def call_errors(nodes: list[Node], calling: list[int], by_id: dict[str, Node]) -> list[TramaError]:
     """The rules of calling nodes (``docs/format.md``, "Calling nodes"): no contents of their
     own, a target that exists and is no call, the target's op, outputs and connected ports, and
     no call that, directly or through the calls inside its target, needs itself."""
@@ -302,18 +423,37 @@ def _target_problem(node: Node, target: Node) -> str | None:
 
 
 _UNBOUNDED_DOTTED = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*\Z")
-_ALL_DOTTED = re.compile(rf"(?:{SEGMENT}(?:\.{SEGMENT}){{0,{MAX_NODE_DEPTH - 1}}}\n)*\Z")
 
 
-def _all_dotted(ids: list[str]) -> bool:
-    """Whether every id is a dotted identifier of at most :data:`MAX_NODE_DEPTH` segments, in
-    one regex pass over all of them.
+def all_dotted(ids: list[str]) -> bool:
+    """Whether every id is a dotted identifier of at most :data:`MAX_NODE_DEPTH` segments.
 
-    The newline count guards against an id that itself contains a newline, which would
-    otherwise read as two valid ids.
+    In one pass of byte operations over all of them: the joined ids may hold only segment
+    characters, dots and the newlines that join them, no empty segment (two dots, a dot at either
+    end of an id) and no empty id. Where no id is longer than :data:`MAX_NAME_LENGTH`, no segment
+    can be too long nor an id have too many segments; otherwise each id is checked alone.
+    The newline count guards against an id that itself contains a newline, which would otherwise
+    read as two valid ids.
     """
-    joined = "\n".join(ids) + "\n" if ids else ""
-    return joined.count("\n") == len(ids) and _ALL_DOTTED.match(joined) is not None
+    if not ids:
+        return True
+    joined = "\n".join(ids)
+    if joined.count("\n") != len(ids) - 1 or not joined.isascii():
+        return False
+    text = joined.encode("ascii")
+    if text.translate(None, _DOTTED_BYTES) or any(part in text for part in _EMPTY_SEGMENT):
+        return False
+    if not text or text[:1] in (b".", b"\n") or text[-1:] in (b".", b"\n"):
+        return False
+    if max(map(len, ids)) <= MAX_NAME_LENGTH:
+        return True
+    return all(_dotted_problem(node_id, MAX_NODE_DEPTH) is None for node_id in ids)
+
+
+#: The bytes of joined node ids: segment characters, dots and the joining newlines.
+_DOTTED_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.\n"
+#: Where an id has an empty segment, or is empty itself.
+_EMPTY_SEGMENT = (b"..", b".\n", b"\n.", b"\n\n")
 
 
 def _not_a_name(name: str) -> str:

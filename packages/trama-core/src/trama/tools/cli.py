@@ -45,6 +45,7 @@ from trama.format._files import NotRegularFileError, open_regular
 from trama.format._jsontext import DocumentFile, ParsedText
 from trama.format._model import Model
 from trama.format._problems import Problem, document_problems, schema_violations
+from trama.format._progress import progress_default
 from trama.format._schema import json_schema
 from trama.format._serialization import MMAP_THRESHOLD, document_text, load, loads
 from trama.format._serialization import _decode as decode_document_text
@@ -123,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run(command: Command, args: argparse.Namespace) -> int:
     """Run a command; a reader that went away (``trama ssa big.json | head``) is not an error
     worth a traceback."""
-    with _escaped_output(), _one_line_warnings():
+    quiet = getattr(args, "quiet", False)
+    with _escaped_output(), _one_line_warnings(), progress_default(False if quiet else None):
         try:
             status = command.run(args)
             sys.stdout.flush()
@@ -198,8 +200,18 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=_HelpFormatter,
         )
         command.add_arguments(sub)
+        _add_quiet(sub)
         sub.set_defaults(command_spec=command)
     return parser
+
+
+def _add_quiet(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress line (shown on a terminal while a file of 100 MB or more is read or written)",
+    )
 
 
 def _run_alone(name: str, prog: str, argv: list[str] | None) -> int:
@@ -213,6 +225,7 @@ def _run_alone(name: str, prog: str, argv: list[str] | None) -> int:
     )
     parser.add_argument("--version", action="version", version=_version_text())
     command.add_arguments(parser)
+    _add_quiet(parser)
     return _run(command, parser.parse_args(argv))
 
 
