@@ -263,7 +263,7 @@ class LiftedText:
     __slots__ = ("blobs", "source", "text")
 
     def __init__(
-        self, text: bytes | mmap.mmap, blobs: dict[str, Blob], source: bytes | mmap.mmap | DocumentFile
+        self, text: bytes | bytearray | mmap.mmap, blobs: dict[str, Blob], source: bytes | mmap.mmap | DocumentFile
     ) -> None:
         self.text = text
         self.blobs = blobs
@@ -278,7 +278,7 @@ def lift_text(data: bytes | str | mmap.mmap | DocumentFile, progress: Progress |
     memory-mapped file is accepted too, but its runs are copied out: a view of a mapping would be
     at the file's mercy.
     """
-    text: bytes | mmap.mmap
+    text: bytes | bytearray | mmap.mmap
     blobs: dict[str, Blob]
     if isinstance(data, DocumentFile):
         try:
@@ -445,15 +445,17 @@ class _FileScan:
         self.progress = progress  # told of every byte read
         self.window = bytearray()
         self.base = 0  # the file offset of window[0]
-        self.emitted = 0  # window[:emitted] is in pieces already
+        self.emitted = 0  # window[:emitted] is in the text already
         self.previous = 0  # the last byte other than whitespace before the window (0: none)
         self.final = False  # the window reaches the end of what will be read
-        self.pieces: list[bytes] = []
+        # The text with its runs cut out, grown in place: one buffer, never joined from pieces
+        # (which held the text twice at the end, in fresh memory).
+        self.text = bytearray()
         self.nonce = secrets.token_hex(8)
         self.blobs: dict[str, Blob] = {}
         self.buffer: bytearray | None = None  # for reading runs, made on first need
 
-    def lift(self) -> tuple[bytes, dict[str, Blob]]:
+    def lift(self) -> tuple[bytearray, dict[str, Blob]]:
         self.fill()
         pos = 0
         if self.window[:3] == _BOM:
@@ -479,8 +481,8 @@ class _FileScan:
                 pos = at + 1
                 continue
             assert start is not None
-            self.pieces.append(bytes(self.window[self.emitted : start]))
-            self.pieces.append(f"\\u0000{self.nonce}:{len(self.blobs)}".encode())
+            self.text += self.window[self.emitted : start]
+            self.text += f"\\u0000{self.nonce}:{len(self.blobs)}".encode()
             self.blobs[f"\x00{self.nonce}:{len(self.blobs)}"] = run
             end = run.offset + run.length - self.base  # the closing quote, in the window or past it
             if end < len(self.window):
@@ -493,7 +495,7 @@ class _FileScan:
                 self.final = False
                 self.fill()
         self.slide(len(self.window))
-        return b"".join(self.pieces), self.blobs
+        return self.text, self.blobs
 
     def fill(self) -> None:
         """Read on past the window: a step, or as much as the window holds (so that a window
@@ -508,10 +510,10 @@ class _FileScan:
             self.final = True  # the end, or a file truncated while being read: the text ends here
 
     def slide(self, cut: int) -> None:
-        """Let go of ``window[:cut]``, its text (past what is in already) joining the pieces."""
+        """Let go of ``window[:cut]``, its text (past what is in already) joining the text."""
         window = self.window
         if cut > self.emitted:
-            self.pieces.append(bytes(window[self.emitted : cut]))
+            self.text += window[self.emitted : cut]
         if cut:
             last = window[cut - 1]
             if last in _WHITESPACE:

@@ -168,20 +168,26 @@ def load(
 _LOAD_ATTEMPTS = 5
 
 
-def _identity(file: Path) -> tuple[int, int] | None:
+def _identity(file: Path) -> tuple[int, ...] | None:
     try:
         info = os.stat(file)
     except OSError:
         return None
-    return info.st_dev, info.st_ino
+    return _file_identity(info)
 
 
-def _read_document(file: Path) -> tuple[bytes | DocumentFile, tuple[int, int]]:
+def _file_identity(info: os.stat_result) -> tuple[int, ...]:
+    """Which file a path named: device and inode, and its change time, since writers that
+    replace a document many times a second free inode numbers that the next file may get."""
+    return info.st_dev, info.st_ino, info.st_ctime_ns
+
+
+def _read_document(file: Path) -> tuple[bytes | DocumentFile, tuple[int, ...]]:
     """The document's bytes (a large one: its open file) and the identity of its file."""
     with _read_errors(file):
         fd, size = open_regular(file)
         info = os.fstat(fd)
-        return document_text(fd, size, file.name), (info.st_dev, info.st_ino)
+        return document_text(fd, size, file.name), _file_identity(info)
 
 
 def document_text(fd: int, size: int, name: str) -> bytes | DocumentFile:

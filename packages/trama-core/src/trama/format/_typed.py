@@ -102,7 +102,9 @@ def decode_typed(lifted: LiftedText, resolver: ExternalResolver | None) -> tuple
     :func:`~trama.format._validation.structural_errors` then decides.
     """
     text = lifted.text
-    if type(text) is not bytes or (b"\\u003" in text and any(escape in text for escape in _ESCAPED_COLONS)):
+    if not isinstance(text, (bytes, bytearray)) or (
+        b"\\u003" in text and any(escape in text for escape in _ESCAPED_COLONS)
+    ):
         return None
     try:
         document = _DECODER.decode(text)
