@@ -11,6 +11,8 @@ refused with an error that names both versions. See ``docs/format.md`` for the p
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "LEGACY_FORMAT_VERSIONS",
     "__version__",
     "installed_version",
+    "lazy_version",
 ]
 
 FORMAT_MAJOR = 1
@@ -42,15 +45,23 @@ def installed_version(distribution: str) -> str:
         return "0+unknown"
 
 
+def lazy_version(distribution: str, module: str) -> Callable[[str], str]:
+    """A ``__getattr__`` (PEP 562) for the package ``module`` that gives its ``__version__``,
+    the installed version of ``distribution``, looked up on first use and kept."""
+    namespace = sys.modules[module].__dict__
+
+    def __getattr__(name: str) -> str:
+        if name != "__version__":
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        version = installed_version(distribution)
+        namespace["__version__"] = version
+        return version
+
+    return __getattr__
+
+
 if TYPE_CHECKING:
     #: The installed library's version (``"0+unknown"`` when running from a source tree).
     __version__: str
 else:
-
-    def __getattr__(name: str) -> str:
-        """``__version__``, looked up once, on first use (PEP 562)."""
-        if name != "__version__":
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        version = installed_version("trama")
-        globals()["__version__"] = version
-        return version
+    __getattr__ = lazy_version("trama", __name__)

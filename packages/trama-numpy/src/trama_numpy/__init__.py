@@ -18,13 +18,6 @@ __all__ = ["__version__"]
 if TYPE_CHECKING:
     __version__: str
 else:
+    from trama.version import lazy_version
 
-    def __getattr__(name: str) -> str:
-        """``__version__``, looked up once, on first use (PEP 562)."""
-        if name != "__version__":
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from trama.version import installed_version
-
-        found = installed_version("trama-numpy")
-        globals()["__version__"] = found
-        return found
+    __getattr__ = lazy_version("trama-numpy", __name__)

@@ -4,9 +4,9 @@ Nothing here knows about plugins, frameworks or running a model: a document, its
 the specs its ops are checked against (:class:`OpSpec`, :class:`OpRegistry`) are plain data.
 Layers above: extension, catalog, conversion, execution, tools (``docs/architecture.md``).
 
-Each name below is imported from its module when first read (:mod:`trama.format._lazy`): the
-specs and the model are plain Python, while tensors, reading and writing import numpy and the
-problem listing jsonschema, which plugin discovery must not pay for.
+The specs, the names and the model are plain Python and imported at once. Every other name is
+imported from its module when first read (:mod:`trama.format._lazy`): tensors, reading and
+writing import numpy and the problem listing jsonschema, which plugin discovery must not pay for.
 """
 
 from __future__ import annotations
@@ -15,25 +15,27 @@ from typing import TYPE_CHECKING
 
 from trama.format._lazy import lazy_face
 
+# Plain Python, which discovery needs anyway: imported here.
+from trama.format._model import (
+    INPUT,
+    JSONValue,
+    Model,
+    Node,
+    Parameter,
+    ParameterValue,
+    Ref,
+    ValueFact,
+    children_by_parent,
+    parent_of,
+)
+from trama.format._names import DOTTED_ID, NAME
+from trama.format._specs import PARAMETER_TYPES, Exporter, OpRegistry, OpSpec, ParameterSchema, value_type
+
 if TYPE_CHECKING:
     from trama.format._dtypes import DTYPE_NAMES, SAFETENSORS_DTYPES, dtype_name, numpy_dtype
-    from trama.format._model import (
-        INPUT,
-        JSONValue,
-        Model,
-        Node,
-        Parameter,
-        ParameterValue,
-        Ref,
-        ValueFact,
-        children_by_parent,
-        parent_of,
-    )
-    from trama.format._names import DOTTED_ID, NAME
     from trama.format._problems import Problem, document_problems, schema_violations
     from trama.format._schema import json_schema
     from trama.format._serialization import atomic_file, dump, dumps, load, loads, weights_path
-    from trama.format._specs import PARAMETER_TYPES, Exporter, OpRegistry, OpSpec, ParameterSchema, value_type
     from trama.format._tensor import Base64Source, Tensor, TensorSource, base64_length, encode_base64
     from trama.format._validation import collect_errors, registry_errors, structural_errors, validate
 
@@ -81,30 +83,13 @@ __all__ = [
     "weights_path",
 ]
 
-#: The module (within this package) of each public name.
+#: The module (within this package) of each public name imported on first use.
 _HOMES = {
     **dict.fromkeys(("DTYPE_NAMES", "SAFETENSORS_DTYPES", "dtype_name", "numpy_dtype"), "_dtypes"),
-    **dict.fromkeys(
-        (
-            "INPUT",
-            "JSONValue",
-            "Model",
-            "Node",
-            "Parameter",
-            "ParameterValue",
-            "Ref",
-            "ValueFact",
-            "children_by_parent",
-            "parent_of",
-        ),
-        "_model",
-    ),
     **dict.fromkeys(("Problem", "document_problems", "schema_violations"), "_problems"),
     "json_schema": "_schema",
     **dict.fromkeys(("atomic_file", "dump", "dumps", "load", "loads", "weights_path"), "_serialization"),
-    **dict.fromkeys(("PARAMETER_TYPES", "Exporter", "OpRegistry", "OpSpec", "ParameterSchema", "value_type"), "_specs"),
     **dict.fromkeys(("Base64Source", "Tensor", "TensorSource", "base64_length", "encode_base64"), "_tensor"),
-    **dict.fromkeys(("DOTTED_ID", "NAME"), "_names"),
     **dict.fromkeys(("collect_errors", "registry_errors", "structural_errors", "validate"), "_validation"),
 }
 
