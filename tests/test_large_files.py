@@ -1,12 +1,15 @@
-"""Large documents: read a block at a time, tensors' base64 left in the file until first use.
+"""Large documents: read a block at a time, tensors' base64 decoded as it is read or left in the file.
 
 ``trama.load`` reads a file of ``MMAP_THRESHOLD`` bytes or more with positional reads and never
-maps it. Each long ``data`` string is checked and hashed at load and left in the file; a tensor
-reads it again on first use, a chunk at a time, straight into an array of its own. These tests
-check that such files behave exactly like small ones (same values, same errors, same lifting as
-text in memory, whatever the block boundaries), that memory stays that of the weights, and that
-writing or validating a lazily loaded model holds one tensor at a time. What happens when the
-file changes under a loaded model is in ``tests/reliability/test_inline_under_reader.py``.
+maps it. By default each long ``data`` string that is plain base64 is decoded as it is read,
+into an array of its own (hashed for its checksum on the way when the text before it gives the
+tensor's dtype and shape); any other is left in the file. With ``lazy_inline=True`` each is
+checked and hashed at load and left in the file; a tensor reads it again on first use, a chunk
+at a time, straight into an array of its own. These tests check that such files behave exactly
+like small ones in both modes (same values, same errors, same lifting as text in memory,
+whatever the block boundaries), that memory stays that of the weights, and that writing or
+validating a lazily loaded model holds one tensor at a time. What happens when the file changes
+under a loaded model is in ``tests/reliability/test_inline_under_reader.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,16 @@ import trama.format._serialization
 from trama import JSONError, Model, Node, Parameter, Ref, Tensor, TramaError
 from trama.format import _jsontext, _tensor, document_problems, json_schema
 from trama.format._codec import decode_document
-from trama.format._jsontext import BASE64_PATTERN, BLOB_MIN_LENGTH, DocumentFile, TextRun, parse_json
+from trama.format._jsontext import (
+    BASE64_PATTERN,
+    BLOB_MIN_LENGTH,
+    DecodedRun,
+    DocumentFile,
+    TextRun,
+    lift_text,
+    parse_json,
+)
+from trama.format._tensor import checksum_hasher
 
 FIXTURES = sorted(Path(__file__).parent.joinpath("fixtures", "legacy").glob("v0_*/*.trama.json"))
 
@@ -58,17 +70,23 @@ def open_document(path: Path) -> DocumentFile:
     return DocumentFile(os.open(path, os.O_RDONLY), path.stat().st_size, path.name)
 
 
-def test_a_large_inline_file_is_read_and_reads_back_bit_exact(tmp_path: Path) -> None:
+@pytest.mark.parametrize("lazy", [False, True], ids=["decoded", "lazy"])
+def test_a_large_inline_file_is_read_and_reads_back_bit_exact(tmp_path: Path, lazy: bool) -> None:
     model = big_model()
     path = tmp_path / "big.trama.json"
     trama.dump(model, path)
     assert path.stat().st_size >= trama.format._serialization.MMAP_THRESHOLD
-    loaded = trama.load(path)
+    loaded = trama.load(path, lazy_inline=lazy)
     tensor = loaded.parameters["root.weight"].value
     assert isinstance(tensor, Tensor)
     source = tensor.source
     assert isinstance(source, _tensor.Base64Source)
-    assert isinstance(source.data, TextRun)  # left in the file, not in memory
+    if lazy:
+        assert isinstance(source.data, TextRun)  # left in the file, not in memory
+    else:
+        assert isinstance(source.data, DecodedRun)  # decoded as it was read
+        assert source.data.hashed is not None
+        assert source.data.hashed[:2] == ("float32", (512, 512))
     assert loaded.parameters == model.parameters
     assert loaded.metadata == model.metadata
 
@@ -86,13 +104,14 @@ def mapping_of(array: np.ndarray) -> str:
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc/self/maps")
+@pytest.mark.parametrize("lazy", [False, True], ids=["decoded", "lazy"])
 @pytest.mark.parametrize("side", [16, 512])  # from the heap, and (1 MiB) a mapping of its own from malloc
-def test_a_decoded_tensor_is_memory_of_its_own(tmp_path: Path, side: int) -> None:
+def test_a_decoded_tensor_is_memory_of_its_own(tmp_path: Path, side: int, lazy: bool) -> None:
     # Not a view of the document's file (nor of a larger buffer): the array's own bytes, read-only.
     path = tmp_path / "big.trama.json"
     weight = np.random.default_rng(3).standard_normal((512, 512)).astype(np.float32)
     trama.dump(weights_model({"big": weight, "small": np.ones((side, side), np.float32)}), path)
-    loaded = trama.load(path)
+    loaded = trama.load(path, lazy_inline=lazy)
     for name in ("big", "small"):
         value = np.asarray(loaded.parameters[name].value)
         assert mapping_of(value) in ("", "[heap]"), mapping_of(value)
@@ -104,10 +123,11 @@ def test_a_decoded_tensor_is_memory_of_its_own(tmp_path: Path, side: int) -> Non
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_file_and_memory_loads_agree_on_every_fixture(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("lazy", [False, True], ids=["decoded", "lazy"])
+def test_file_and_memory_loads_agree_on_every_fixture(path: Path, monkeypatch: pytest.MonkeyPatch, lazy: bool) -> None:
     read = trama.load(path)
     monkeypatch.setattr(trama.format._serialization, "MMAP_THRESHOLD", 1)
-    streamed = trama.load(path)
+    streamed = trama.load(path, lazy_inline=lazy)
     assert [n.id for n in streamed.nodes] == [n.id for n in read.nodes]
     assert streamed.parameters.keys() == read.parameters.keys()
     for name, entry in read.parameters.items():
@@ -197,25 +217,28 @@ def _restored(value: Any, blobs: dict[str, Any]) -> Any:
     if isinstance(value, list):
         return [_restored(item, blobs) for item in value]
     if isinstance(value, str) and value in blobs:
-        return ("lifted", bytes(blobs[value]).decode("ascii"))
+        return ("lifted", bytes(blobs[value]).decode("ascii"))  # a DecodedRun: encoded again
     return value
 
 
-def _outcome(data: Any) -> tuple[Any, ...]:
+def _outcome(data: Any, decode: bool = False) -> tuple[Any, ...]:
     try:
-        parsed = parse_json(data)
+        parsed = parse_json(lift_text(data, decode=decode, hashers=checksum_hasher) if decode else data)
     except JSONError as exc:
         return ("refused", str(exc))
     return ("parsed", _restored(parsed.data, parsed.blobs), len(parsed.blobs))
 
 
+@pytest.mark.parametrize("decode", [False, True], ids=["left", "decoded"])
 @pytest.mark.parametrize("block", [8, 12, 64, 4096])
 def test_the_file_scan_lifts_what_the_text_scan_lifts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int, decode: bool
 ) -> None:
     # Small blocks put every boundary (inside "data", in the whitespace around the colon, in a
-    # run, at its closing quote) between two reads.
+    # run, at its closing quote) between two reads. Decoded as read, a run that is plain base64
+    # is a DecodedRun, any other a TextRun: either way the same text is lifted.
     monkeypatch.setattr(_jsontext, "READ_BLOCK", block)
+    monkeypatch.setattr(_jsontext, "DECODE_STEP", block)
     monkeypatch.setattr(_jsontext, "SCAN_STEP", max(8, block // 2))
     rng = random.Random(block)
     lifted = refused = 0
@@ -227,7 +250,7 @@ def test_the_file_scan_lifts_what_the_text_scan_lifts(
         path = tmp_path / "doc.json"
         path.write_bytes(data)
         expected = _outcome(data)
-        got = _outcome(open_document(path))
+        got = _outcome(open_document(path), decode)
         assert got == expected, data[:200]
         if expected[0] == "parsed":
             lifted += expected[2]
@@ -269,7 +292,7 @@ def test_the_file_is_closed_once_every_tensor_was_decoded(tmp_path: Path) -> Non
     trama.dump(weights_model({"a": np.arange(4096.0), "b": np.ones(4096, np.float32) / 3}), path)
     assert path.stat().st_size < trama.format._serialization.MMAP_THRESHOLD
     path.write_bytes(path.read_bytes() + b" " * (1 << 20))  # large, same document
-    model = trama.load(path)
+    model = trama.load(path, lazy_inline=True)
     sources = [entry.value.source for entry in model.parameters.values() if isinstance(entry.value, Tensor)]
     assert all(isinstance(source, _tensor.Base64Source) and isinstance(source.data, TextRun) for source in sources)
     file = weakref.ref(sources[0].data.file)  # type: ignore[union-attr]
@@ -280,33 +303,101 @@ def test_the_file_is_closed_once_every_tensor_was_decoded(tmp_path: Path) -> Non
     assert file() is None  # and with it the descriptor (closed by its finalizer)
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc/self/fd")
+def test_by_default_the_file_is_closed_when_load_returns(tmp_path: Path) -> None:
+    path = tmp_path / "big.trama.json"
+    trama.dump(big_model(), path)
+    gc.collect()
+    before = sorted(os.listdir("/proc/self/fd"))
+    model = trama.load(path)
+    gc.collect()
+    assert sorted(os.listdir("/proc/self/fd")) == before  # every run decoded: nothing keeps the file
+    assert model.parameters == big_model().parameters
+
+
+def _reordered(path: Path, value_keys: list[str]) -> None:
+    """Rewrite the document at ``path`` with each tensor's members in this order (large still)."""
+    doc = json.loads(path.read_text())
+    for entry in doc["parameters"].values():
+        entry["value"] = {key: entry["value"][key] for key in value_keys}
+    path.write_text(json.dumps(doc, indent=1) + " " * (1 << 20))
+
+
+@pytest.mark.parametrize("order", [["dtype", "shape", "data"], ["data", "dtype", "shape"], ["shape", "dtype", "data"]])
+def test_a_decoded_run_is_checked_against_its_checksum_whatever_the_order_of_its_members(
+    tmp_path: Path, order: list[str]
+) -> None:
+    # Hashed as it was decoded where "dtype" and "shape" come before "data" (as trama writes
+    # them), at first use otherwise: a wrong checksum is refused both ways, a right one passes.
+    path = tmp_path / "big.trama.json"
+    trama.dump(big_model(), path)
+    _reordered(path, order)
+    run = trama.load(path).parameters["root.weight"].value.source.data  # type: ignore[union-attr]
+    assert isinstance(run, DecodedRun)
+    assert (run.hashed is not None) == (order == ["dtype", "shape", "data"])
+    assert trama.load(path).parameters == big_model().parameters
+    doc = json.loads(path.read_text())
+    checksum = doc["parameters"]["root.weight"]["checksum"]
+    doc["parameters"]["root.weight"]["checksum"] = checksum[:-1] + ("0" if checksum[-1] != "0" else "1")
+    path.write_text(json.dumps(doc) + " " * (1 << 20))
+    with pytest.raises(trama.TensorDataError, match="does not match the checksum") as caught:
+        np.asarray(trama.load(path).parameters["root.weight"].value)
+    assert caught.value.location == "/parameters/root.weight/checksum"
+
+
+@pytest.mark.parametrize("guess", [("int32", (512, 512)), ("float32", (512, 511)), ("float32", (262144,))])
+def test_a_hash_taken_for_another_dtype_or_shape_is_not_trusted(guess: tuple[str, tuple[int, ...]]) -> None:
+    # The scan's guess only saves a pass: a source whose guess is not the parsed dtype and shape
+    # hashes the bytes itself, so its verdict is that of the checksum alone.
+    weight = np.random.default_rng(3).standard_normal((512, 512)).astype(np.float32)
+    raw = np.frombuffer(weight.tobytes(), dtype=np.uint8)
+    right = _tensor.tensor_checksum("float32", (512, 512), raw)
+    wrong_hasher = checksum_hasher(*guess)
+    wrong_hasher.update(raw)
+    for checksum, good in ((right, True), (_tensor.checksum_of(wrong_hasher), False)):
+        run = DecodedRun(raw, _tensor.base64_length(raw.size), (*guess, checksum_hasher(*guess)))
+        run.hashed[2].update(raw)  # type: ignore[index]
+        tensor = Tensor.from_base64("float32", [512, 512], run, location="/w", checksum=checksum, entry="w")
+        if good:
+            np.testing.assert_array_equal(np.asarray(tensor), weight)
+        else:
+            with pytest.raises(trama.TensorDataError, match="does not match the checksum"):
+                np.asarray(tensor)
+
+
 # --- chunked decoding ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("lazy", [False, True], ids=["decoded", "lazy"])
 def test_a_tensor_larger_than_a_chunk_decodes_bit_exact_and_is_checked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lazy: bool
 ) -> None:
     monkeypatch.setattr(_tensor, "DECODE_CHUNK", 4096)  # many chunks for a small tensor
+    monkeypatch.setattr(_jsontext, "DECODE_STEP", 4096)
+    monkeypatch.setattr(_jsontext, "_RESERVE", 5000)  # and the array grows past its reservation
     values = np.random.default_rng(5).integers(-(2**62), 2**62, 70_001, dtype=np.int64)
     path = tmp_path / "big.trama.json"
     trama.dump(weights_model({"w": values}), path)
-    np.testing.assert_array_equal(np.asarray(trama.load(path).parameters["w"].value), values)
+    np.testing.assert_array_equal(np.asarray(trama.load(path, lazy_inline=lazy).parameters["w"].value), values)
 
     # The same bytes relabelled: the checksum, fed a chunk at a time, says so.
     doc = json.loads(path.read_text())
     doc["parameters"]["w"]["value"]["dtype"] = "float64"
     path.write_text(json.dumps(doc))
     with pytest.raises(trama.TensorDataError, match="does not match the checksum") as caught:
-        np.asarray(trama.load(path).parameters["w"].value)
+        np.asarray(trama.load(path, lazy_inline=lazy).parameters["w"].value)
     assert caught.value.location == "/parameters/w/checksum"
 
 
+@pytest.mark.parametrize("lazy", [False, True], ids=["decoded", "lazy"])
 @pytest.mark.parametrize("at", [4092, 4096, 10_000])
 def test_padding_inside_a_long_run_is_refused_at_first_use(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: int, lazy: bool
 ) -> None:
     # "AA==" in the middle decodes on its own; ending a chunk (at 4092) it is still refused.
+    # Decoding as the file is read gives up on such a run and leaves it in the file.
     monkeypatch.setattr(_tensor, "DECODE_CHUNK", 4096)
+    monkeypatch.setattr(_jsontext, "DECODE_STEP", 4096)
     path = tmp_path / "big.trama.json"
     trama.dump(weights_model({"w": np.arange(20_000, dtype=np.float32)}), path)
     doc = json.loads(path.read_text())
@@ -314,7 +405,8 @@ def test_padding_inside_a_long_run_is_refused_at_first_use(
     data = doc["parameters"]["w"]["value"]["data"]
     doc["parameters"]["w"]["value"]["data"] = data[:at] + "AA==" + data[at + 4 :]
     path.write_text(json.dumps(doc) + " " * (1 << 20))
-    model = trama.load(path)
+    model = trama.load(path, lazy_inline=lazy)
+    assert isinstance(model.parameters["w"].value.source.data, TextRun)  # type: ignore[union-attr]
     with pytest.raises(trama.TensorDataError, match="not valid base64") as caught:
         np.asarray(model.parameters["w"].value)
     assert caught.value.location == "/parameters/w/value"
@@ -348,13 +440,14 @@ def test_loading_and_using_every_tensor_costs_the_weights_and_little_more(tmp_pa
     path = tmp_path / "big.trama.json"
     trama.dump(weights_model(arrays), path)
 
-    def load_and_use() -> list[np.ndarray]:
-        model = trama.load(path)
+    def load_and_use(lazy: bool) -> list[np.ndarray]:
+        model = trama.load(path, lazy_inline=lazy)
         return [np.asarray(model.parameters[name].value) for name in arrays]
 
-    peak, values = traced_peak(load_and_use)
-    assert [v.tobytes() for v in values] == [a.tobytes() for a in arrays.values()]
-    assert peak <= 1.1 * weight_bytes, f"peak {peak / weight_bytes:.2f}x the weights"
+    for lazy in (False, True):
+        peak, values = traced_peak(lambda: load_and_use(lazy))  # noqa: B023 - called at once
+        assert [v.tobytes() for v in values] == [a.tobytes() for a in arrays.values()]
+        assert peak <= 1.1 * weight_bytes, f"peak {peak / weight_bytes:.2f}x the weights (lazy: {lazy})"
 
 
 def test_redumping_a_loaded_document_writes_the_same_bytes_and_decodes_nothing_for_keeps(tmp_path: Path) -> None:
@@ -362,7 +455,7 @@ def test_redumping_a_loaded_document_writes_the_same_bytes_and_decodes_nothing_f
     largest = max(a.nbytes for a in arrays.values())
     path = tmp_path / "big.trama.json"
     trama.dump(weights_model(arrays), path)
-    model = trama.load(path)
+    model = trama.load(path, lazy_inline=True)
     np.asarray(model.parameters["w2"].value)  # one already in use stays so
     again = tmp_path / "again.trama.json"
     peak, _ = traced_peak(lambda: trama.dump(model, again))

@@ -1,18 +1,21 @@
 """An inline-weights document changed under a loaded model: a clean error or no change, never a crash.
 
-``trama.load`` reads a large document (1 MiB or more) with positional reads and leaves each long
-base64 ``data`` string in the file, recording where it is and the hash of its text; the tensor
-reads it again on first use into an array of its own. So, for format 1.2 (entry checksums) and
-1.1 (none) alike:
+``trama.load`` reads a large document (1 MiB or more) with positional reads. By default it
+decodes each long base64 ``data`` string as it reads it, so nothing that happens to the file
+after ``load`` changes the model. With ``lazy_inline=True`` it leaves each string in the file,
+recording where it is and the hash of its text, and the tensor reads it again on first use into
+an array of its own. So, for format 1.2 (entry checksums) and 1.1 (none) alike:
 
-* truncating the file in place after ``load`` and before a tensor's first use is a
-  ``TensorDataError`` at that use, naming the entry, never a SIGBUS (the process died when the
-  text was a view of a memory map of the file);
-* rewriting it in place with other content of the same size is a ``TensorDataError`` too, never
-  other values (a 1.1 document has no checksum, the hash taken at load stands in for it);
+* by default, truncating or rewriting the file after ``load`` changes nothing;
+* with ``lazy_inline``, truncating the file in place after ``load`` and before a tensor's first
+  use is a ``TensorDataError`` at that use, naming the entry, never a SIGBUS (the process died
+  when the text was a view of a memory map of the file);
+* with ``lazy_inline``, rewriting it in place with other content of the same size is a
+  ``TensorDataError`` too, never other values (a 1.1 document has no checksum, the hash taken
+  at load stands in for it);
 * after first use nothing that happens to the file changes the model's values, and a newer dump
   replacing the document does not disturb a model loaded from the old one;
-* a file truncated while it is being loaded is a clean ``JSONError``.
+* a file truncated while it is being loaded is a clean ``JSONError``, in either mode.
 
 ``mmap_weights=True`` is for external weights only: an inline document is never mapped. Anything
 that could crash runs in a child process bounded in memory and time.
@@ -77,8 +80,9 @@ CHANGE = """
 import json, os, sys
 import numpy as np
 import trama
-path, action, cut, mmap_weights = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
-model = trama.load(path, mmap_weights=mmap_weights)
+path, action, cut = sys.argv[1], sys.argv[2], int(sys.argv[3])
+mmap_weights, lazy = sys.argv[4] == "1", sys.argv[8] == "1"
+model = trama.load(path, mmap_weights=mmap_weights, lazy_inline=lazy)
 if action == "truncate":
     os.truncate(path, cut)
 else:
@@ -94,9 +98,20 @@ except trama.TramaError as exc:
 """
 
 
-def changed_in_child(path: Path, action: str, cut: int = 0, *, mmap_weights: bool = False) -> list[Any]:
+def changed_in_child(
+    path: Path, action: str, cut: int = 0, *, mmap_weights: bool = False, lazy: bool = True
+) -> list[Any]:
     start, length = data_span(path)
-    args = [str(path), action, str(cut), "1" if mmap_weights else "0", str(start), str(length), b"QUFB".hex()]
+    args = [
+        str(path),
+        action,
+        str(cut),
+        "1" if mmap_weights else "0",
+        str(start),
+        str(length),
+        b"QUFB".hex(),
+        "1" if lazy else "0",
+    ]
     code = f"import sys\nsys.argv[1:] = {args!r}\n" + CHANGE
     outcome = run_isolated(code, timeout_s=60, memory_mb=3_000)
     assert not outcome.crashed, outcome.describe()  # a SIGBUS, before
@@ -114,6 +129,16 @@ def test_truncation_before_first_use_is_a_clean_error(tmp_path: Path, version: s
     result = changed_in_child(path, "truncate", cut)
     assert result[:2] == ["TensorDataError", "/parameters/lin.weight/value"]
     assert "truncated after the document was loaded" in result[2]
+
+
+@pytest.mark.parametrize("version", ["1.2", "1.1"])
+@pytest.mark.parametrize("action", ["truncate", "rewrite"])
+def test_by_default_changing_the_file_after_load_changes_nothing(tmp_path: Path, version: str, action: str) -> None:
+    # The tensors were decoded while the file was read: neither a truncation nor a rewrite in
+    # place (valid base64 of the right length) reaches them.
+    path = write_document(tmp_path / "lin.trama.json", version)
+    result = changed_in_child(path, action, 0, lazy=False)
+    assert result == ["read", float(WEIGHT.sum())]
 
 
 def test_mmap_weights_does_not_map_an_inline_document(tmp_path: Path) -> None:
@@ -136,8 +161,10 @@ def test_rewriting_in_place_before_first_use_is_a_clean_error(tmp_path: Path, ve
 @pytest.mark.parametrize("version", ["1.2", "1.1"])
 def test_a_same_size_rewrite_with_other_values_is_refused_in_process(tmp_path: Path, version: str) -> None:
     path = write_document(tmp_path / "lin.trama.json", version)
-    model = trama.load(path)
+    model = trama.load(path, lazy_inline=True)
+    eager = trama.load(path)
     rewrite_in_place(path, OTHER)
+    np.testing.assert_array_equal(np.asarray(eager.parameters["lin.weight"].value), WEIGHT)
     with pytest.raises(trama.TensorDataError, match="changed after the document was loaded") as caught:
         np.asarray(model.parameters["lin.weight"].value)
     assert caught.value.location == "/parameters/lin.weight/value"
@@ -154,7 +181,7 @@ def test_a_same_size_rewrite_with_other_values_is_refused_in_process(tmp_path: P
 @pytest.mark.parametrize("change", ["rewrite", "truncate"])
 def test_after_first_use_changing_the_file_changes_nothing(tmp_path: Path, change: str) -> None:
     path = write_document(tmp_path / "lin.trama.json", "1.1")
-    runnable = trama.runtime_for_name("numpy").prepare(trama.load(path))
+    runnable = trama.runtime_for_name("numpy").prepare(trama.load(path, lazy_inline=True))
     before = runnable.run({"x": X})[0]
     np.testing.assert_allclose(before, X @ WEIGHT.T, rtol=1e-5)
     if change == "rewrite":
@@ -167,7 +194,7 @@ def test_after_first_use_changing_the_file_changes_nothing(tmp_path: Path, chang
 def test_a_newer_dump_does_not_disturb_a_loaded_model(tmp_path: Path) -> None:
     # The dump renames a new file over the document; the loaded model keeps reading the old one.
     path = write_document(tmp_path / "lin.trama.json", "1.2")
-    model = trama.load(path)
+    model = trama.load(path, lazy_inline=True)
     trama.dump(linear(OTHER), path)
     np.testing.assert_array_equal(np.asarray(model.parameters["lin.weight"].value), WEIGHT)
     np.testing.assert_array_equal(np.asarray(trama.load(path).parameters["lin.weight"].value), OTHER)
@@ -178,7 +205,7 @@ TRUNCATE_WHILE_LOADING = """
 import json, os, sys
 import trama
 from trama.format import _jsontext
-path, cut = sys.argv[1], int(sys.argv[2])
+path, cut, lazy = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 real_read, real_read_into = _jsontext.DocumentFile.read, _jsontext.DocumentFile.read_into
 calls = []
 
@@ -193,19 +220,20 @@ def truncating(real):
 _jsontext.DocumentFile.read = truncating(real_read)
 _jsontext.DocumentFile.read_into = truncating(real_read_into)
 try:
-    trama.load(path)
+    trama.load(path, lazy_inline=lazy)
     print(json.dumps(["loaded"]))
 except trama.TramaError as exc:
     print(json.dumps([type(exc).__name__, str(exc)]))
 """
 
 
+@pytest.mark.parametrize("lazy", [False, True], ids=["decoded", "lazy"])
 @pytest.mark.parametrize("where", ["empty", "in the data"])
-def test_truncation_while_loading_is_a_clean_error(tmp_path: Path, where: str) -> None:
+def test_truncation_while_loading_is_a_clean_error(tmp_path: Path, where: str, lazy: bool) -> None:
     path = write_document(tmp_path / "lin.trama.json", "1.2")
     start, length = data_span(path)
     cut = 0 if where == "empty" else start + length // 2
-    code = f"import sys\nsys.argv[1:] = {[str(path), str(cut)]!r}\n" + TRUNCATE_WHILE_LOADING
+    code = f"import sys\nsys.argv[1:] = {[str(path), str(cut), '1' if lazy else '0']!r}\n" + TRUNCATE_WHILE_LOADING
     outcome = run_isolated(code, timeout_s=60, memory_mb=3_000)
     assert not outcome.crashed, outcome.describe()
     assert outcome.returncode == 0, outcome.describe()

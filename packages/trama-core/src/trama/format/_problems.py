@@ -29,6 +29,7 @@ from trama.format._external import make_resolver
 from trama.format._jsontext import (
     BASE64_PATTERN,
     Blob,
+    DecodedRun,
     DocumentFile,
     ParsedText,
     TextRun,
@@ -248,7 +249,7 @@ def _schema_validator(blobs: dict[str, Blob], defs: dict[str, Any]) -> Any:
 def _blob_matches(blob: Blob, regex: str) -> bool:
     """Whether a lifted run matches a schema pattern. A run left in a file is read only for a
     pattern other than base64's, which the scan answered already."""
-    if isinstance(blob, TextRun):
+    if isinstance(blob, (TextRun, DecodedRun)):
         if regex == BASE64_PATTERN:
             return blob.well_formed
         blob = bytes(blob)

@@ -1,11 +1,12 @@
 """Tensor values: an element type, a shape, and bytes that are decoded only when asked for.
 
-A :class:`Tensor` read from a file keeps its base64 text (or its place in the document's file
-or in an external weights file) until the first ``numpy.asarray(tensor)``; loading a document
-therefore costs time in proportion to its text, never more memory than its structure. Sizes are
-checked before anything is decoded or allocated, so a file cannot make the reader allocate more
-than the file itself justifies. Base64 left in a large document's file is decoded a
-megabyte at a time straight into the tensor's own array, its checksum verified as it goes.
+A :class:`Tensor` read from a file keeps its source (its base64 text, the bytes decoded while a
+large document was read, its place in the document's file or in an external weights file)
+until the first ``numpy.asarray(tensor)``, which checks its size, checksum and values and makes
+the array. Sizes are checked before anything is decoded or allocated, so a file cannot make the
+reader allocate more than the file itself justifies. Base64 left in a large document's file is
+decoded a megabyte at a time straight into the tensor's own array, its checksum verified as it
+goes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import xxhash
 
 from trama.errors import TensorDataError, pointer_token
 from trama.format._dtypes import dtype_name, numpy_dtype
-from trama.format._jsontext import READ_BLOCK, TextRun
+from trama.format._jsontext import READ_BLOCK, DecodedRun, TextRun
 
 __all__ = [
     "CHECKSUM",
@@ -96,13 +97,14 @@ def base64_length(nbytes: int) -> int:
 def encode_base64(array: np.ndarray, *, hasher: Any = None) -> bytes:
     """Base64 (standard alphabet, padded) of an array's little-endian C-order bytes.
 
-    ``hasher`` (a :func:`checksum_hasher`) is fed the same bytes first: a writer encoding a
-    tensor a piece at a time hashes each piece while it is in cache, one pass over the tensor's
-    memory instead of two."""
+    ``hasher`` (a :func:`checksum_hasher`) is fed the same bytes, after they are encoded: a
+    writer encoding a tensor a piece at a time hashes each piece while the encoder has just
+    brought it into the CPU's cache, one pass over the tensor's memory instead of two."""
     flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    text = pybase64.b64encode(memoryview(flat))  # type: ignore[arg-type]
     if hasher is not None:
         hasher.update(flat)
-    return pybase64.b64encode(memoryview(flat))  # type: ignore[arg-type]
+    return text
 
 
 def check_shape(shape: Any, *, location: str | None) -> tuple[int, ...]:
@@ -145,16 +147,18 @@ class Base64Source:
     """Bytes held as base64 text inside the document, with the checksum its entry records
     (``None`` when it records none), verified when the bytes are decoded.
 
-    ``data`` is the text in memory, or a :class:`~trama.format._jsontext.TextRun` left in the
-    document's file: that is read again a chunk at a time, decoded into the array it fills and
-    hashed on the way, and it must still be the text that was there when the document was
-    loaded (see :mod:`trama.format._jsontext`)."""
+    ``data`` is the text in memory, a :class:`~trama.format._jsontext.DecodedRun` (the bytes,
+    decoded while a large document's file was read), or a
+    :class:`~trama.format._jsontext.TextRun` left in the document's file: that is read again a
+    chunk at a time, decoded into the array it fills and hashed on the way, and it must still
+    be the text that was there when the document was loaded (see
+    :mod:`trama.format._jsontext`)."""
 
     __slots__ = ("checksum", "data", "entry", "location")
 
     def __init__(
         self,
-        data: str | bytes | memoryview | TextRun,
+        data: str | bytes | memoryview | TextRun | DecodedRun,
         location: str | None,
         *,
         checksum: str | None = None,
@@ -169,6 +173,8 @@ class Base64Source:
     def load(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         if isinstance(self.data, TextRun):
             return self._load_run(self.data, dtype, shape)
+        if isinstance(self.data, DecodedRun):
+            return self._load_decoded(self.data, dtype, shape)
         try:
             raw = pybase64.b64decode(self.data, validate=True)
         except (ValueError, TypeError) as exc:
@@ -179,6 +185,26 @@ class Base64Source:
         if self.checksum is not None:
             self._verify(raw, dtype, shape)
         return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+    def _load_decoded(self, run: DecodedRun, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """The bytes decoded at load, as the tensor's array: no copy, checked as any. Their
+        checksum was computed as they were decoded if the scan guessed this dtype and shape."""
+        raw: np.ndarray = run.data
+        if raw.size != math.prod(shape) * dtype.itemsize:
+            raise self._wrong_size(raw.size, dtype, shape)
+        if self.checksum is not None:
+            hashed = run.hashed
+            if (
+                hashed is not None
+                and self.checksum.startswith("xxh3-64:")
+                and hashed[0] == dtype_name(dtype)
+                and hashed[1] == shape
+            ):
+                self._compare(hashed[2])
+            else:
+                self._verify(raw, dtype, shape)
+        array: np.ndarray = raw.view(dtype).reshape(shape)
+        return array
 
     def _load_run(self, run: TextRun, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         """Decode a run left in the document's file straight into a new array, a chunk at a
@@ -229,7 +255,7 @@ class Base64Source:
         except ValueError as exc:
             raise TensorDataError(str(exc), location=self._where()) from None
 
-    def _verify(self, raw: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    def _verify(self, raw: bytes | np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> None:
         """Check the decoded bytes ``raw`` against the checksum the entry records."""
         hasher = self._hasher(dtype, shape)
         hasher.update(raw)
@@ -309,7 +335,7 @@ class Tensor:
         """
         np_dtype = numpy_dtype(dtype, location=location)
         dims = check_shape(shape, location=location)
-        if not isinstance(data, (str, bytes, memoryview, TextRun)):
+        if not isinstance(data, (str, bytes, memoryview, TextRun, DecodedRun)):
             raise TensorDataError(f"tensor data must be a base64 string, got {type(data).__name__}", location=location)
         nbytes = math.prod(dims) * np_dtype.itemsize
         expected = base64_length(nbytes)

@@ -280,14 +280,17 @@ def _document(text: str) -> _Document:
     return _STDIN if text == "-" else Path(text)
 
 
-def _load(document: _Document) -> Model:
+def _load(document: _Document, *, lazy_inline: bool = False) -> Model:
     """:func:`trama.load` for a path; for standard input, the same with the current directory
-    as the document's folder (where its external weights paths are relative to)."""
+    as the document's folder (where its external weights paths are relative to).
+    ``lazy_inline`` is for commands that look at the structure only (see :func:`trama.load`)."""
     if isinstance(document, Path):
-        return load(document)
+        return load(document, lazy_inline=lazy_inline)
     data = _read_stdin()
     if isinstance(data, DocumentFile):
-        return decode_document_text(data, validate=True, registry=None, base_dir=Path.cwd(), mmap_weights=False)
+        return decode_document_text(
+            data, validate=True, registry=None, base_dir=Path.cwd(), mmap_weights=False, lazy_inline=lazy_inline
+        )
     return loads(data, base_dir=Path.cwd())
 
 
@@ -520,9 +523,10 @@ def _run_info(args: argparse.Namespace) -> int:
 
 
 def _with_model(document: _Document, render: Callable[[Model], str]) -> int:
-    """Load and validate ``document``, print ``render(model)``; a bad file is one line on stderr."""
+    """Load and validate ``document``, print ``render(model)``; a bad file is one line on stderr.
+    The renderers look at the structure only: a large document's tensors stay in its file."""
     try:
-        model = _load(document)
+        model = _load(document, lazy_inline=True)
     except TramaError as exc:
         more = len(exc.all_errors) - 1
         again = f"'trama validate {_name(document)}'" if isinstance(document, Path) else "'trama validate -' on it"
