@@ -47,6 +47,7 @@ from trama.format._tensor import (
     inline_checksum,
 )
 from trama.format._typed import decode_typed
+from trama.format._validation import StructureProof
 from trama.format._validation import validate as validate_model
 from trama.format._writer import model_pieces, model_text
 
@@ -227,9 +228,41 @@ def _read_errors(file: Path) -> Iterator[None]:
 
 def dumps(model: Model) -> str:
     """The document as text, tensors inline as base64."""
-    with gc_paused():  # as in dump
-        validate_model(model)
-        return "".join(piece if isinstance(piece, str) else piece.decode("ascii") for piece in _inline_pieces(model))
+    with gc_paused(), _proving(model) as proof:  # as in dump
+        text = "".join(
+            piece if isinstance(piece, str) else piece.decode("ascii") for piece in _inline_pieces(model, proof)
+        )
+        proof.finish()
+    return text
+
+
+@contextmanager
+def _proving(model: Model) -> Iterator[StructureProof]:
+    """The proof of ``model``'s structural rules that ``dump`` and ``dumps`` make while they
+    write its text (:class:`~trama.format._validation.StructureProof`), instead of validating
+    it in a pass of its own first: the writer proves each node's rules before writing it, and
+    the rest once every node is declared, before the parameter table; the caller calls
+    ``finish`` again before the text is used (returned, or committed: until then it is only in
+    a temporary file, which a failure removes). A model that breaks a rule raises the error
+    ``validate`` raises, since ``validate`` itself makes it.
+
+    Any other error raised before the model is proven (a tensor that cannot be read, a disk
+    that is full, a bad argument) comes after the model's own, as when validation ran first:
+    the model is validated and its error, if it has one, is raised instead."""
+    proof: StructureProof | None = None
+    try:
+        proof = StructureProof(model)
+        if not proof.proven:
+            proof.settle()  # what the node pass relies on does not hold: decide before writing
+        yield proof
+    except Exception as exc:
+        if proof is not None and proof.settled:
+            raise
+        failure = exc
+    else:
+        return
+    validate_model(model)  # outside the handler, so that its error does not chain the other
+    raise failure
 
 
 def _inline_tensor(name: str, tensor: Tensor) -> dict[str, Any]:
@@ -283,10 +316,11 @@ def dump(
     does not name are removed, as are temporary files left by killed dumps to ``path``. A
     failure to write is a :class:`~trama.errors.WriteError`.
     """
-    # Validating a large graph builds and drops many small containers and no cycles: the
-    # collector, triggered by their count, would rescan the whole model again and again.
-    with gc_paused():
-        validate_model(model)
+    # Proving a large graph valid and writing its text build and drop many small containers and
+    # no cycles: the collector, triggered by their count, would rescan the whole model again and
+    # again. The model is proven valid as its text is made (_proving): nothing is committed, and
+    # no text returned, before it is.
+    with gc_paused(), _proving(model) as proof:
         if weights not in ("inline", "external"):
             raise ValueError(f"weights must be 'inline' or 'external', got {weights!r}")
         file = Path(path)
@@ -299,17 +333,19 @@ def dump(
             _commit.check_target(file)
             if weights == "inline":
                 with _temporary(file.parent, file.name) as temp:
-                    _write_inline(model, _counted(temp.write, line))
+                    _write_inline(model, _counted(temp.write, line), proof)
+                    proof.finish()
                     temp.sync()
                     _commit.commit_document(file, temp)
             else:
-                _dump_external(model, file, line)
+                _dump_external(model, file, line, proof)
 
 
-def _write_inline(model: Model, write: Callable[[bytes], object]) -> None:
+def _write_inline(model: Model, write: Callable[[bytes], object], proof: StructureProof | None = None) -> None:
     """Write the text with each tensor's base64 streamed in place of a placeholder, so the
-    whole encoded document never sits in memory at once."""
-    for piece in _inline_pieces(model):
+    whole encoded document never sits in memory at once (proving the model with ``proof``,
+    as :func:`_inline_pieces`)."""
+    for piece in _inline_pieces(model, proof):
         write(_utf8(piece) if isinstance(piece, str) else piece)
 
 
@@ -323,7 +359,7 @@ _ENCODE_CHUNK = 3 << 16
 _CHECKSUM_LENGTH = 24
 
 
-def _inline_pieces(model: Model) -> Iterator[str | bytes]:
+def _inline_pieces(model: Model, proof: StructureProof | None = None) -> Iterator[str | bytes]:
     """The inline document's text, in order: the structure as ``str``, each tensor's base64 as
     ``bytes`` a chunk at a time.
 
@@ -334,6 +370,10 @@ def _inline_pieces(model: Model) -> Iterator[str | bytes]:
     and their checksum computed on the same array. Writing a lazily loaded model holds one
     tensor at a time, not all of them, and leaves them undecoded; a bad tensor is found when
     reached.
+
+    With a ``proof``, the model is proven valid as the structure is made
+    (:func:`~trama.format._writer.model_pieces`): all of it before the parameter table, so no
+    tensor of an invalid model is ever read or encoded.
     """
     nonce = secrets.token_hex(8)
     tensors: list[Tensor] = []
@@ -359,7 +399,7 @@ def _inline_pieces(model: Model) -> Iterator[str | bytes]:
 
     sums: dict[int, str] = {}
     # The structure comes in pieces (model_pieces), none of which splits a placeholder.
-    for text in model_pieces(model, placeholder, checksum, width=width):
+    for text in model_pieces(model, placeholder, checksum, width=width, proof=proof):
         if marker not in text:
             yield text
             continue
@@ -398,18 +438,24 @@ def _counted(write: Callable[[Any], object], progress: Progress) -> Callable[[An
     return counted
 
 
-def _dump_external(model: Model, file: Path, progress: Progress) -> None:
+def _dump_external(model: Model, file: Path, progress: Progress, proof: StructureProof) -> None:
     """Weights first, to a file named after its content; then the document, whose rename
-    commits both (see :mod:`trama.format._commit`)."""
+    commits both (see :mod:`trama.format._commit`).
+
+    The weights are written before the text, which names their file: so the model is validated
+    first, the careful way, rather than proven as its text is made, so that the weights of an
+    invalid model are never written at all (their time dwarfs a validation's anyway)."""
     tensors = {name: entry.value for name, entry in model.parameters.items() if isinstance(entry.value, Tensor)}
     folder = file.parent
     stem = _commit.document_stem(file.name)
     if not tensors:  # nothing to put beside it: the document alone
         with _temporary(folder, file.name) as temp:
-            temp.write(_utf8(model_text(model, _inline_tensor)))
+            temp.write(_utf8(model_text(model, _inline_tensor, proof=proof)))
+            proof.finish()
             temp.sync()
             _commit.commit_document(file, temp)
         return
+    proof.settle()
     with _temporary(folder, f"{stem}.safetensors") as weights_temp:
         written = write_safetensors(_counted(weights_temp.write, progress), tensors, document=file.name)
         weights_temp.sync()

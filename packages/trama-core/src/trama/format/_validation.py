@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable
 from typing import TypeAlias
 
 from trama.errors import RegistryError, TramaError, ValidationError, pointer_token
@@ -35,6 +35,7 @@ __all__ = [
     "DOTTED_ID",
     "NAME",
     "Declared",
+    "StructureProof",
     "all_dotted",
     "binding_errors",
     "call_errors",
@@ -130,7 +131,9 @@ def structural_errors(model: Model) -> list[TramaError]:
     the nodes in order (:func:`node_errors`, the hot loop), then what needs every node declared
     (:func:`binding_errors`, the calls, :func:`table_errors`). The fast reader
     (:mod:`trama.format._typed`) proves the node loop's rules for the common case while it
-    builds the nodes, and runs this module's other sections as they are.
+    builds the nodes, and the writer (:mod:`trama.format._writer`, for ``dump`` and ``dumps``,
+    see :class:`StructureProof`) while it writes their text; both run this module's other
+    sections as they are, and leave every error to this function.
     """
     errors: list[TramaError] = []
 
@@ -200,7 +203,12 @@ def node_errors(declared: Declared, model_inputs: set[str], fail: Fail) -> list[
     """The rules each node must meet when it is reached in order: a unique id, an op name, a
     parent declared before it that is a composite, names, and inputs that refer to values
     already made in its scope. Fills ``declared.parents``; returns the indexes of calling nodes
-    (checked once every node is declared)."""
+    (checked once every node is declared).
+
+    The passing case of these rules is written out again where a pass over the nodes proves
+    them on its way (:mod:`trama.format._typed`, :meth:`trama.format._writer._NodeWriter.texts`):
+    this function is the definition, and a rule changed here is changed there too (their tests
+    hold them to this function: ``tests/test_typed_reader.py``, ``tests/test_dump_proof.py``)."""
     nodes, index, parents = declared.nodes, declared.index, declared.parents
     good_names: set[str] = set()  # port, output and slot names already matched against NAME
     good_ops: set[str] = set()  # op names already matched against OP_NAME
@@ -273,10 +281,124 @@ def node_errors(declared: Declared, model_inputs: set[str], fail: Fail) -> list[
     return calling
 
 
-def binding_errors(declared: Declared, fail: Fail) -> None:
+class StructureProof:
+    """The structural rules of a model, proven alongside the one pass over its nodes that
+    ``dump`` and ``dumps`` make anyway: the pass that writes the nodes' text
+    (:mod:`trama.format._writer`) proves :func:`node_errors`' rules as it goes, instead of a pass
+    of their own before it (on a 100,000-node chain that pass cost as much as the text).
+
+    **Only ever accepts.** Nothing here builds an error. Wherever a rule is not proven (it is
+    broken, or the proof is unsure), :meth:`settle` runs :func:`validate`, which raises the
+    model's first error with every error in its ``all_errors``, exactly as validating before
+    writing did; should it find nothing (the proof was only unsure), the model is valid and the
+    rest of the write needs no proof (``settled``). :func:`structural_errors` stays the one
+    authority on what is wrong and where.
+
+    The rules come in :func:`structural_errors`' sections:
+
+    * at construction, what the node pass relies on: :func:`model_level_errors` (the model's
+      inputs are the top-level scope), the ids (:func:`all_dotted`, which the writer writes
+      unescaped, and :class:`Declared`: none repeated, so each node is its id's first
+      declaration, :func:`node_errors`' first rule), and the parameter table's names (dotted,
+      :func:`all_dotted`: a slot that names an entry of the table is then a plain name too).
+      ``proven`` says whether all of it held;
+    * during the pass, in node order, the rest of :func:`node_errors`' rules, by the writer,
+      which fills ``declared.parents`` and keeps here the scope (``last_parent``,
+      ``scope_inputs``), the node before (``last_node``: its id and its outputs), the names
+      and ops already matched (``good_names``, ``good_ops``), the positions of the calling
+      nodes, the composites and the nodes with slots (``calling``, ``composites``,
+      ``slotted``: the sections after the pass look at those only), and how many nodes it has
+      proven (``reached``);
+    * at :meth:`finish`, once every node is declared: :func:`binding_errors`,
+      :func:`call_errors` and :func:`table_errors`, as they are.
+    """
+
+    __slots__ = (
+        "calling",
+        "composites",
+        "declared",
+        "good_names",
+        "good_ops",
+        "last_node",
+        "last_parent",
+        "model",
+        "model_inputs",
+        "proven",
+        "reached",
+        "scope_inputs",
+        "settled",
+        "slotted",
+        "table",
+    )
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        broken: list[object] = []
+
+        def flag(*problem: object) -> None:
+            broken.append(problem)
+
+        self.model_inputs = model_level_errors(model, flag)
+        nodes = model.nodes
+        self.table = model.parameters
+        ids = [node.id for node in nodes]
+        dotted = all_dotted(ids)
+        self.declared = Declared(nodes, ids)
+        #: Whether the rules checked at construction hold (else :meth:`settle` must decide
+        #: before anything is written).
+        self.proven = not broken and dotted and len(self.declared.index) == len(ids) and all_dotted(list(self.table))
+        self.good_names: set[str] = set()
+        self.good_ops: set[str] = set()
+        self.calling: list[int] = []
+        self.composites: list[int] = []
+        self.slotted: list[int] = []
+        self.last_parent: str | None = None
+        self.scope_inputs: Container[str] = self.model_inputs
+        self.last_node: tuple[str | None, list[str]] = (None, [])
+        self.reached = 0
+        #: Whether the model is known valid: proven whole, or validated the careful way.
+        self.settled = False
+
+    def settle(self) -> None:
+        """Decide the careful way, once: :func:`validate` raises the model's first error, or
+        returns, and then the model is valid whatever was left unproven."""
+        if not self.settled:
+            self.settled = True
+            validate(self.model)
+
+    def finish(self) -> None:
+        """The sections that need every node declared, once the node pass has proven every
+        node (else :meth:`settle` decides: a writer that did not prove its nodes, as when the
+        layout writes them all, leaves ``reached`` short)."""
+        if self.settled:
+            return
+        declared = self.declared
+        nodes = declared.nodes
+        broken: list[object] = []
+
+        def flag(*problem: object) -> None:
+            broken.append(problem)
+
+        if self.reached != len(nodes):
+            broken.append("not every node was proven")
+        else:
+            binding_errors(declared, flag, self.composites)
+            if self.calling and call_errors(nodes, self.calling, declared.by_id()):
+                broken.append("calls")
+            table_errors(self.model, declared, self.model_inputs, flag, self.slotted)
+        if broken:
+            self.settle()
+        self.settled = True
+
+
+def binding_errors(declared: Declared, fail: Fail, composites: Iterable[int] | None = None) -> None:
     """Each composite's output bindings: exactly its outputs, each bound to one of its inputs or
-    to an output of one of its children (which needs every node declared)."""
-    for i, node in enumerate(declared.nodes):
+    to an output of one of its children (which needs every node declared).
+
+    ``composites``, the positions of every node that has output bindings, in order, spares a
+    caller that knows them a look at every node."""
+    nodes = declared.nodes
+    for i, node in enumerate(nodes) if composites is None else ((i, nodes[i]) for i in composites):
         bindings = node.output_bindings
         if bindings is None:
             continue
@@ -308,8 +430,13 @@ def binding_errors(declared: Declared, fail: Fail) -> None:
                 fail(f"node {ref.node!r} has no output {ref.output!r}", f"{here}/{pointer_token(name)}", node.id)
 
 
-def table_errors(model: Model, declared: Declared, model_inputs: set[str], fail: Fail) -> None:
-    """The model's outputs, and the parameter table with the slots that refer to it."""
+def table_errors(
+    model: Model, declared: Declared, model_inputs: set[str], fail: Fail, slotted: Iterable[int] | None = None
+) -> None:
+    """The model's outputs, and the parameter table with the slots that refer to it.
+
+    ``slotted``, the positions of every node that has slots, in order, spares a caller that
+    knows them a look at every node."""
     nodes = model.nodes
     for k, ref in enumerate(model.outputs):
         if ref.node == INPUT:
@@ -322,7 +449,7 @@ def table_errors(model: Model, declared: Declared, model_inputs: set[str], fail:
     table = model.parameters
     referenced: set[str] = set()
     good_slots: set[str] = set()
-    for i, node in enumerate(nodes):
+    for i, node in enumerate(nodes) if slotted is None else ((i, nodes[i]) for i in slotted):
         slots = node.parameters
         if not slots:
             continue
@@ -428,32 +555,37 @@ _UNBOUNDED_DOTTED = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*\Z")
 def all_dotted(ids: list[str]) -> bool:
     """Whether every id is a dotted identifier of at most :data:`MAX_NODE_DEPTH` segments.
 
-    In one pass of byte operations over all of them: the joined ids may hold only segment
+    In a few passes of byte operations over all of them: the joined ids may hold only segment
     characters, dots and the newlines that join them, no empty segment (two dots, a dot at either
-    end of an id) and no empty id. Where no id is longer than :data:`MAX_NAME_LENGTH`, no segment
-    can be too long nor an id have too many segments; otherwise each id is checked alone.
-    The newline count guards against an id that itself contains a newline, which would otherwise
-    read as two valid ids.
+    end of an id) and no empty id. One translation marks every byte as a segment character
+    (``a``), a dot or newline (``.``) or anything else (``!``): then one search finds a byte that
+    has no place in an id, and one an empty segment or id, which is two dots or newlines in a row
+    or one at either end (a single search, where the bytes themselves needed four). Where no id
+    is longer than :data:`MAX_NAME_LENGTH`, no segment can be too long nor an id have too many
+    segments; otherwise each id is checked alone. The newline count guards against an id that
+    itself contains a newline, which would otherwise read as two valid ids.
     """
     if not ids:
         return True
     joined = "\n".join(ids)
     if joined.count("\n") != len(ids) - 1 or not joined.isascii():
         return False
-    text = joined.encode("ascii")
-    if text.translate(None, _DOTTED_BYTES) or any(part in text for part in _EMPTY_SEGMENT):
-        return False
-    if not text or text[:1] in (b".", b"\n") or text[-1:] in (b".", b"\n"):
+    marks = joined.encode("ascii").translate(_MARKS)
+    if not marks or b"!" in marks or b".." in marks or marks[:1] == b"." or marks[-1:] == b".":
         return False
     if max(map(len, ids)) <= MAX_NAME_LENGTH:
         return True
     return all(_dotted_problem(node_id, MAX_NODE_DEPTH) is None for node_id in ids)
 
 
-#: The bytes of joined node ids: segment characters, dots and the joining newlines.
-_DOTTED_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.\n"
-#: Where an id has an empty segment, or is empty itself.
-_EMPTY_SEGMENT = (b"..", b".\n", b"\n.", b"\n\n")
+#: The bytes of joined node ids: segment characters, and dots and the joining newlines.
+_SEGMENT_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
+_SEPARATOR_BYTES = b".\n"
+#: Each byte as :func:`all_dotted` reads it: ``a`` a segment character, ``.`` a dot or a
+#: newline, ``!`` anything else.
+_MARKS = bytes(
+    ord("a") if byte in _SEGMENT_BYTES else ord(".") if byte in _SEPARATOR_BYTES else ord("!") for byte in range(256)
+)
 
 
 def _not_a_name(name: str) -> str:

@@ -22,9 +22,18 @@ Everything else goes through the layout itself: a node's metadata, a member that
 line nor one line per item, every calling node, and the rest of the document (its parameter
 table included, with the ``width`` the writer gives).
 
-The model must be valid, as ``dump`` and ``dumps`` make sure first: a name that is not an
-identifier (a quote, a control character) would be written unescaped. ``tests/test_writer.py``
-compares the output with the layout's on real and generated models.
+A name that is not an identifier (a quote, a control character) would be written unescaped, so
+every node's names are proven plain before its text is made: the model is valid, or is being
+proven valid as it is written. ``dump`` and ``dumps`` do the latter, with a
+:class:`~trama.format._validation.StructureProof`: validating a 100,000-node graph in a pass of
+its own cost about as much as writing its text, and most of what the rules look at (ids, names,
+wires) the writer reads anyway. So :meth:`_NodeWriter.texts` proves each node's rules (those of
+:func:`~trama.format._validation.node_errors`) before writing it, most nodes of a large graph in
+a few tests, and the other sections of the rules run once every node is declared, before the
+parameter table is written. The proof only ever accepts: wherever it is not sure, ``validate``
+runs and raises the model's error, before the node is written. ``tests/test_writer.py`` compares
+the output with the layout's on real and generated models; ``tests/test_dump_proof.py`` holds
+the proof to ``validate``.
 """
 
 from __future__ import annotations
@@ -43,8 +52,10 @@ from trama.format._layout import (
     format_json,
     interleave,
 )
-from trama.format._model import Model, Node, Ref
+from trama.format._model import INPUT, Model, Node, Ref
+from trama.format._names import NAME, is_op_name
 from trama.format._tensor import Tensor
+from trama.format._validation import StructureProof
 
 __all__ = ["NODES_PER_PIECE", "model_pieces", "model_text"]
 
@@ -139,12 +150,21 @@ def model_pieces(
     checksum: Callable[[str, Tensor], str] | None = None,
     *,
     width: Callable[[str], int] = len,
+    proof: StructureProof | None = None,
 ) -> Iterator[str]:
     """The text of :func:`model_text` in pieces, in order: one per member of the document and
     per :data:`NODES_PER_PIECE` nodes, so that a writer can write each piece as it comes. A
     piece never splits a JSON string; the document's data (``encode_document``, which calls
-    ``tensor`` and ``checksum``) is made before the first piece is given."""
+    ``tensor`` and ``checksum``) is made before the first piece is given.
+
+    With a ``proof`` (:class:`~trama.format._validation.StructureProof`), the model is proven
+    valid as its text is made: each node's rules before its text, the rest (``finish``) right
+    after the nodes, before the parameter table and its tensors. What comes before that is the
+    layout's text of the model's own members, which the proof checked first, and the proven
+    nodes. Where the layout writes every node, the model is validated the careful way first."""
     if not _LAYOUT_KNOWN or not any(node.calls is None for node in model.nodes):
+        if proof is not None:
+            proof.finish()  # no node was proven here: it validates
         yield format_json(encode_document(model, tensor, checksum), width=width)
         return
     layout = Layout(width)
@@ -155,7 +175,9 @@ def model_pieces(
     for prefix, value in zip(prefixes, data.values(), strict=True):
         if value is _NODES:
             yield prefix
-            yield from _NodeWriter(layout).pieces(model.nodes)
+            yield from _NodeWriter(layout, proof).pieces(model.nodes)
+            if proof is not None:
+                proof.finish()  # every node is declared: the rest, before the table is written
         else:
             yield prefix + layout.text(value, 2)
     yield closing
@@ -167,27 +189,35 @@ def model_text(
     checksum: Callable[[str, Tensor], str] | None = None,
     *,
     width: Callable[[str], int] = len,
+    proof: StructureProof | None = None,
 ) -> str:
-    """``format_json(encode_document(model, tensor, checksum), width=width)``, of a valid model.
+    """``format_json(encode_document(model, tensor, checksum), width=width)``, of a valid model
+    (or one being proven valid by ``proof``, as for :func:`model_pieces`).
 
     ``width`` is as for :func:`~trama.format._layout.format_json`; it must measure a text with
     no backslash by its length (as the width ``dump`` uses does: what it measures apart is the
     escaped ``\\u0000`` of its placeholders), since nodes' names are measured by their length.
     """
-    return "".join(model_pieces(model, tensor, checksum, width=width))
+    return "".join(model_pieces(model, tensor, checksum, width=width, proof=proof))
 
 
 #: What stands for the nodes in the document's data while their text is written apart.
 _NODES: Final = object()
 
 
+class _Unproven(Exception):
+    """Raised inside :meth:`_NodeWriter.texts` where a node's rules are not proven."""
+
+
 class _NodeWriter:
-    """The text of the ``"nodes"`` array, written one item a line at indentation 2."""
+    """The text of the ``"nodes"`` array, written one item a line at indentation 2, proving
+    the nodes' structural rules as it goes when given a :class:`StructureProof`."""
 
-    __slots__ = ("layout",)
+    __slots__ = ("layout", "proof")
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, proof: StructureProof | None) -> None:
         self.layout = layout
+        self.proof = proof
 
     def pieces(self, nodes: list[Node]) -> Iterator[str]:
         """The array's text: ``[``, the nodes' texts and ``]``, in pieces of
@@ -196,11 +226,30 @@ class _NodeWriter:
         last = len(nodes) - 1
         for start in range(0, len(nodes), NODES_PER_PIECE):
             end = start + NODES_PER_PIECE
-            text = separator.join(self.texts(nodes[start:end]))
+            text = separator.join(self.texts(nodes[start:end], start))
             yield (opening if start == 0 else separator) + text + (closing if end > last else "")
 
-    def texts(self, nodes: list[Node]) -> list[str]:
-        """Each node's text, at indentation 4."""
+    def texts(self, nodes: list[Node], start: int) -> list[str]:
+        """Each node's text, at indentation 4; ``nodes`` are the model's from position ``start``.
+
+        With a proof not yet settled, each node is proven before its text is made:
+
+        * most nodes of a large graph in a few tests of what the text needs anyway: a sibling of
+          the node before (so its parent was proven with the first of them), of one input that
+          is an output of the node before (in the same scope, since every proven node leaves
+          ``scope_head`` at its own id's head) or an input of the scope, of one output, and no
+          call, slot or binding, whose names were all seen valid before;
+        * any other node by :func:`~trama.format._validation.node_errors`' rules written out
+          again, the passing case only (that function is their definition: a rule changed there
+          is changed here, and ``tests/test_dump_proof.py`` holds the two together), and by
+          what this writer writes unescaped that is proven only after the pass: a slot names
+          an entry of the table (whose names were proven dotted), a binding a node or ``%input``
+          and a plain output name.
+
+        Where a node is not proven, :meth:`StructureProof.settle` raises the model's error
+        before the node is written (or finds nothing wrong: then the rest is written
+        unproven). An inline test per node, rather than a call of a function shared with
+        ``node_errors``: a call per node would cost about what the separate pass cost."""
         texts: list[str] = []
         append = texts.append
         (
@@ -216,30 +265,122 @@ class _NodeWriter:
         ref_a, ref_b, ref_c, ref_d = _ONE_REF
         name_a, name_b = _ONE_NAME
         lay = self.layout.text
-        for node in nodes:
-            if node.calls is not None:  # may fit on a line: the layout decides
+        proof = self.proof
+        proving = proof is not None and not proof.settled
+        if proving:  # the proof's state, in locals for the loop
+            assert proof is not None
+            declared = proof.declared
+            index, parents, every = declared.index, declared.parents, declared.nodes
+            good_names, good_ops, table = proof.good_names, proof.good_ops, proof.table
+            calling, composites, slotted = proof.calling, proof.composites, proof.slotted
+            model_inputs, match_name = proof.model_inputs, NAME.match
+            last_parent, scope_inputs = proof.last_parent, proof.scope_inputs
+            scope_head = last_parent or ""  # the id head of the nodes of the current scope
+            last_id, last_outputs = proof.last_node
+        for i, node in enumerate(nodes, start):
+            node_id = node.id
+            op = node.op
+            inputs = node.inputs
+            outputs = node.outputs
+            calls = node.calls
+            slots = node.parameters
+            bindings = node.output_bindings
+            head, dot, _ = node_id.rpartition(".")
+            single = len(inputs) == 1
+            if single:
+                [(port, (source, output))] = inputs.items()
+            if proving:
+                # The common node, proven in a few tests: a sibling of the node before (whose
+                # scope was proven), one input from the node before or the scope, one output.
+                if not (
+                    single
+                    and head == scope_head
+                    and op in good_ops
+                    and port in good_names
+                    and ((source == last_id and output in last_outputs) or (source == INPUT and output in scope_inputs))
+                    and len(outputs) == 1
+                    and outputs[0] in good_names
+                    and calls is None
+                    and not slots
+                    and bindings is None
+                ):
+                    # The rest: node_errors' rules, in its order, the passing case only.
+                    proven = False
+                    try:
+                        if op not in good_ops:
+                            if not is_op_name(op):
+                                raise _Unproven
+                            good_ops.add(op)
+                        if not dot:
+                            last_parent = None
+                            scope_inputs = model_inputs
+                        elif head != last_parent:  # a parent declared before, a composite
+                            j = index.get(head, i)
+                            if j >= i or every[j].output_bindings is None:
+                                raise _Unproven
+                            last_parent = head
+                            scope_inputs = every[j].inputs
+                        scope_head = head
+                        for name, (ref_node, ref_output) in inputs.items():
+                            if name not in good_names:
+                                if not match_name(name):
+                                    raise _Unproven
+                                good_names.add(name)
+                            if ref_node == INPUT:
+                                if ref_output not in scope_inputs:
+                                    raise _Unproven
+                            else:  # an output of a node declared before, in the same scope
+                                j = index.get(ref_node, i)
+                                if j >= i or parents[j] != last_parent or ref_output not in every[j].outputs:
+                                    raise _Unproven
+                        if not good_names.issuperset(outputs):
+                            for name in outputs:
+                                if not match_name(name):
+                                    raise _Unproven
+                                good_names.add(name)
+                        if len(outputs) > 1 and len(set(outputs)) != len(outputs):
+                            raise _Unproven
+                        if calls is not None:
+                            calling.append(i)
+                        if slots:
+                            slotted.append(i)
+                        if bindings is not None:
+                            composites.append(i)
+                        if calls is None:  # written unescaped, proven only at the end: plain names
+                            if slots and not all(map(table.__contains__, slots.values())):
+                                raise _Unproven
+                            for ref_node, ref_output in bindings.values() if bindings else ():
+                                if ref_node != INPUT and ref_node not in index:
+                                    raise _Unproven
+                                if ref_output not in good_names:
+                                    if not match_name(ref_output):
+                                        raise _Unproven
+                                    good_names.add(ref_output)
+                        proven = True
+                    except _Unproven:
+                        pass
+                    if not proven:
+                        assert proof is not None
+                        proof.settle()  # raises the model's error (outside the handler: no chain)
+                        proving = False
+                parents[i] = last_parent
+                last_id, last_outputs = node_id, outputs
+            if calls is not None:  # may fit on a line: the layout decides
                 append(lay(encode_node(node), _NODE_INDENT))
                 continue
-            node_id = node.id
-            inputs = node.inputs
-            if len(inputs) == 1:
-                [(port, (source, output))] = inputs.items()
+            if single:
                 inputs_text = "".join((ref_a, port, ref_b, source, ref_c, output, ref_d))
                 if len(inputs_text) > _MEMBER_ROOM:
                     inputs_text = self.refs(inputs, node, "inputs")
             else:
                 inputs_text = self.refs(inputs, node, "inputs")
-            outputs = node.outputs
             if len(outputs) == 1:
                 outputs_text = name_a + outputs[0] + name_b
                 if len(outputs_text) > _MEMBER_ROOM:
                     outputs_text = self.names(outputs)
             else:
                 outputs_text = self.names(outputs)
-            slots = node.parameters
-            bindings = node.output_bindings
             metadata = node.metadata
-            head, dot, _ = node_id.rpartition(".")
             if dot:
                 before_head, after_head = parent_prefix, op_prefix
             else:  # head is ""
@@ -252,7 +393,7 @@ class _NodeWriter:
                         before_head,
                         head,
                         after_head,
-                        node.op,
+                        op,
                         inputs_prefix,
                         inputs_text,
                         outputs_prefix,
@@ -265,6 +406,11 @@ class _NodeWriter:
                     )
                 )
             )
+        if proving:
+            assert proof is not None
+            proof.last_parent, proof.scope_inputs = last_parent, scope_inputs
+            proof.last_node = last_id, last_outputs
+            proof.reached = start + len(nodes)
         return texts
 
     def refs(self, refs: Mapping[str, Ref], node: Node, member: str) -> str:
