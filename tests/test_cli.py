@@ -364,3 +364,31 @@ def test_console_scripts_are_installed_and_work(good: Path) -> None:
         assert result.returncode == 1
         assert "Traceback" not in result.stderr
         assert len((result.stdout + result.stderr).splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["info", "ssa"])
+def test_structure_commands_leave_a_large_documents_tensors_in_its_file(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # info and ssa look at the structure only: a large document's inline tensors are not decoded
+    # (trama.load(..., lazy_inline=True)), so the command needs the memory of the structure.
+    from trama.format import _jsontext
+
+    model = toy_mlp([600, 600])  # a 600x600 float32 weight: 1.9 MB of base64
+    path = tmp_path / "big.trama.json"
+    trama.dump(model, path)
+    assert path.stat().st_size >= trama.format._serialization.MMAP_THRESHOLD
+    decoded: list[bool] = []
+    real_lift = _jsontext.lift_text
+
+    def spying(*args: Any, **kwargs: Any) -> Any:
+        decoded.append(bool(kwargs.get("decode")))
+        return real_lift(*args, **kwargs)
+
+    monkeypatch.setattr(trama.format._serialization, "lift_text", spying)
+    assert main([command, str(path)]) == 0
+    assert decoded == [False]
+    assert capsys.readouterr().out
+    # trama.load itself decodes them as it reads the file.
+    trama.load(path)
+    assert decoded == [False, True]
