@@ -38,8 +38,8 @@ import os
 import re
 import secrets
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing, contextmanager
 from typing import Any, TypeAlias
 
 import pybase64
@@ -620,28 +620,41 @@ class _FileScan:
             digest = xxhash.xxh3_64_intdigest(piece)
         return TextRun(self.file, self.base + start, length, digest, verdict == _BASE64)
 
-    def stream_run(self, offset: int) -> TextRun | None:
-        """A run that goes on past the window, read from the file a block at a time from
-        ``offset`` (blocks are whole 4-character groups of it), or ``None``."""
-        hasher = xxhash.xxh3_64()
-        length = 0
-        well_formed = True
-        padded = False  # a piece so far ended with padding: nothing may follow it
+    def run_pieces(self, offset: int, step: int) -> Generator[tuple[memoryview, bool], None, None]:
+        """The text of the run that starts at ``offset``, read from the file ``step`` bytes at a
+        time (a multiple of 4: whole 4-character groups of it) into one buffer: each piece, a
+        view that the next one overwrites, and whether it is the last (its closing quote comes
+        next). Where the file ends before the closing quote, no last piece comes."""
         size = self.file.size
         if self.buffer is None:
             self.buffer = bytearray(READ_BLOCK)
         block = self.buffer
+        read = 0
         while True:
-            want = min(READ_BLOCK, size - offset - length)
+            want = min(step, size - offset - read)
             with memoryview(block) as whole, whole[: max(want, 0)] as room:
-                got = self.file.read_into(room, offset + length) if want > 0 else 0
+                got = self.file.read_into(room, offset + read) if want > 0 else 0
             if self.progress is not None:
                 self.progress.advance(got)
             if not got:
-                return None  # no closing quote: the parser reports the unterminated string
+                return  # no closing quote: the parser reports the unterminated string
             quote = block.find(b'"', 0, got)
             last = quote >= 0
             with memoryview(block) as whole, whole[: quote if last else got] as piece:
+                yield piece, last
+            if last:
+                return
+            read += got
+
+    def stream_run(self, offset: int) -> TextRun | None:
+        """A run that goes on past the window, read from the file a block at a time from
+        ``offset``, or ``None``."""
+        hasher = xxhash.xxh3_64()
+        length = 0
+        well_formed = True
+        padded = False  # a piece so far ended with padding: nothing may follow it
+        with closing(self.run_pieces(offset, READ_BLOCK)) as pieces:
+            for piece, last in pieces:
                 length += len(piece)
                 if (length < BLOB_MIN_LENGTH or length % 4) if last else len(piece) % 4:
                     return None
@@ -652,8 +665,9 @@ class _FileScan:
                     well_formed = well_formed and verdict == _BASE64 and not padded
                     padded = piece[-1] == ord("=")
                 hasher.update(piece)
-            if last:
-                return TextRun(self.file, offset, length, hasher.intdigest(), well_formed)
+                if last:
+                    return TextRun(self.file, offset, length, hasher.intdigest(), well_formed)
+        return None
 
     def hasher(self, key: int) -> Hashed | None:
         """``(dtype, shape, hasher)`` for the tensor whose ``"data"`` key is at ``window[key]``,
@@ -668,10 +682,10 @@ class _FileScan:
         return dtype, shape, self.hashers(dtype, shape)
 
     def stream_decoded(self, offset: int, hasher: Hashed | None) -> TextRun | DecodedRun | None:
-        """:meth:`stream_run`, decoding the run as it is read (blocks are whole 4-character
-        groups of it) into an array of its own. A run that is not plain base64, padding only at
-        its end, is read again by :meth:`stream_run` and left in the file, to be judged where
-        its tensor is used.
+        """:meth:`stream_run`, decoding the run as it is read (:data:`DECODE_STEP` at a time)
+        into an array of its own. A run that is not plain base64, padding only at its end, is
+        read again by :meth:`stream_run` and left in the file, to be judged where its tensor is
+        used.
 
         The array is reserved for the most the rest of the file could decode to (capped at
         :data:`_RESERVE` and grown past it): memory the kernel backs only where written, so
@@ -679,45 +693,34 @@ class _FileScan:
         without a copy (``ndarray.resize``: ``realloc``, which moves no pages on Linux)."""
         import numpy as np
 
-        size = self.file.size
-        out = _reserve(min((size - offset) * 3 // 4, _RESERVE))
+        out = _reserve(min((self.file.size - offset) * 3 // 4, _RESERVE))
         done = length = 0
-        if self.buffer is None:
-            self.buffer = bytearray(READ_BLOCK)
-        block = self.buffer
-        while True:
-            want = min(DECODE_STEP, size - offset - length)
-            with memoryview(block) as whole, whole[: max(want, 0)] as room:
-                got = self.file.read_into(room, offset + length) if want > 0 else 0
-            if self.progress is not None:
-                self.progress.advance(got)
-            if not got:
-                return None  # no closing quote: the parser reports the unterminated string
-            quote = block.find(b'"', 0, got)
-            last = quote >= 0
-            taken = quote if last else got
-            length += taken
-            if (length < BLOB_MIN_LENGTH or length % 4) if last else taken % 4:
-                return None
-            with memoryview(block) as whole, whole[:taken] as piece:
+        with closing(self.run_pieces(offset, DECODE_STEP)) as pieces:
+            for piece, last in pieces:
+                length += len(piece)
+                if (length < BLOB_MIN_LENGTH or length % 4) if last else len(piece) % 4:
+                    return None
                 raw = _decoded(piece)
-            if raw is None or (not last and len(raw) * 4 != taken * 3):  # not base64, or padded inside
-                progress, self.progress = self.progress, None  # its bytes were counted once already
-                try:
-                    return self.stream_run(offset)
-                finally:
-                    self.progress = progress
-            if done + len(raw) > out.size:
-                out.resize(max(2 * out.size, done + len(raw)), refcheck=False)
-            out[done : done + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-            if hasher is not None:
-                hasher[2].update(raw)
-            done += len(raw)
-            del raw
-            if last:
-                out.resize(done, refcheck=False)
-                out.flags.writeable = False
-                return DecodedRun(out, length, hasher)
+                if raw is None or (not last and len(raw) * 4 != len(piece) * 3):  # not base64, or padded inside
+                    break
+                if done + len(raw) > out.size:
+                    out.resize(max(2 * out.size, done + len(raw)), refcheck=False)
+                out[done : done + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+                if hasher is not None:
+                    hasher[2].update(raw)
+                done += len(raw)
+                del raw
+                if last:
+                    out.resize(done, refcheck=False)
+                    out.flags.writeable = False
+                    return DecodedRun(out, length, hasher)
+            else:
+                return None  # the file ended before the closing quote
+        progress, self.progress = self.progress, None  # its bytes were counted once already
+        try:
+            return self.stream_run(offset)
+        finally:
+            self.progress = progress
 
 
 #: The text trama writes before a tensor's ``"data"``: its dtype and shape (the rest of the
