@@ -213,6 +213,28 @@ def test_an_escaped_colon_sends_the_document_to_the_careful_reader() -> None:
         trama.loads(text)
 
 
+@pytest.mark.parametrize("where", ["port", "output", "op", "id"])
+def test_a_colon_in_a_typed_name_sends_the_document_to_the_careful_reader(where: str) -> None:
+    # The typed records' strings are not counted with the members: a colon in one makes the
+    # counts differ, and the careful reader reports the name (no valid name holds a colon).
+    from reliability.models import linear_model
+
+    tree = json.loads(trama.dumps(linear_model(np.ones((2, 3), np.float32))))
+    node = tree["nodes"][0]
+    if where == "port":
+        node["inputs"] = {"x:y": node["inputs"]["x"]}
+    elif where == "output":
+        node["outputs"] = ["y:z"]
+    elif where == "op":
+        node["op"] = "Linear:2"
+    else:
+        node["id"] = "lin:1"
+    text = json.dumps(tree, indent=1).encode()
+    assert fast(text) is None
+    with pytest.raises(TramaError):
+        trama.loads(text)
+
+
 def test_numbers_and_strings_decode_exactly_as_the_standard_library_does() -> None:
     from reliability.models import linear_model
 
