@@ -595,13 +595,15 @@ class _FileScan:
 
     def take_run(self, start: int, key: int) -> TextRun | DecodedRun | None:
         """The run that starts at ``window[start]`` (its key ``"data"`` at ``window[key]``), if
-        it is one to lift, else ``None``."""
-        hasher = self.hasher(key) if self.decode else None
+        it is one to lift, else ``None``. The dtype and shape before the key are looked for only
+        for a run that is decoded."""
         end = self.window.find(b'"', start)
         if end < 0:
             if self.final:
                 return None
-            return self.stream_decoded(self.base + start, hasher) if self.decode else self.stream_run(self.base + start)
+            if self.decode:
+                return self.stream_decoded(self.base + start, self.hasher(key))
+            return self.stream_run(self.base + start)
         length = end - start
         if length < BLOB_MIN_LENGTH or length % 4:
             return None
@@ -611,6 +613,7 @@ class _FileScan:
                 if raw is not None:
                     import numpy as np
 
+                    hasher = self.hasher(key)
                     if hasher is not None:
                         hasher[2].update(raw)
                     return DecodedRun(np.frombuffer(raw, dtype=np.uint8), length, hasher)
