@@ -30,17 +30,46 @@ from trama.format import Node, Parameter
 from trama_torch.walk import evaluation_mode
 from trama_torch.wiring import ScopeModule, as_module, scope_module, torch_name
 
-__all__ = ["child_module_names", "child_nodes", "composite_factories"]
+__all__ = ["child_module_names", "child_nodes", "composite_factories", "sequential_names"]
 
 
 def sequential(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> nn.Sequential:
     """``nn.Sequential`` of the children, in document order, under their names (the torch names
-    the exporter escaped, where it had to: RegNet's ``block1-0``)."""
+    the exporter escaped, where it had to: RegNet's ``block1-0``; never two children under one
+    name, :func:`sequential_names`)."""
     nodes = getattr(children, "nodes", None)
-    names = {name: torch_name(nodes[name]) for name in children} if isinstance(nodes, Mapping) else {}
+    names = sequential_names([nodes[name] for name in children]) if isinstance(nodes, Mapping) else {}
     return _in_eval_mode(
         nn.Sequential(OrderedDict((names.get(name, name), as_module(child)) for name, child in children.items()))
     )
+
+
+#: What ``nn.Sequential`` itself holds (``forward``, ``training``, ``_modules``…): no child's key.
+_SEQUENTIAL = nn.Sequential()
+
+
+def sequential_names(nodes: Sequence[Node]) -> dict[str, str]:
+    """Node name -> the child's key in the ``nn.Sequential``: its torch name where that is free,
+    else its node name, else the first free one of ``name_1``, ``name_2``… Two children never
+    share a key, whatever the metadata says, so none replaces another, and no key is an
+    attribute of the module itself."""
+    names: dict[str, str] = {}
+    taken = {node.name for node in nodes}
+    used: set[str] = set()
+
+    def free(name: str) -> bool:
+        return name not in used and not hasattr(_SEQUENTIAL, name)
+
+    for node in nodes:
+        original = torch_name(node)
+        if original != node.name and (original in taken or not free(original)):
+            original = node.name
+        candidate, n = original, 1
+        while not free(candidate):
+            candidate, n = f"{original}_{n}", n + 1
+        used.add(candidate)
+        names[node.name] = candidate
+    return names
 
 
 def transformer_encoder(
@@ -129,9 +158,11 @@ def child_module_names(op: str, names: list[str], nodes: Sequence[Node] = ()) ->
     itself in a ``Graph`` or ``Sequential`` (or the torch name it escapes, given the children's
     ``nodes``). Children whose modules the op's module does not hold as submodules (another
     namespace's composite) are left out."""
-    if op in ("Graph", "Sequential"):
-        renamed = {node.name: torch_name(node) for node in nodes}
+    if op == "Sequential":
+        renamed = sequential_names(nodes)
         return {name: renamed.get(name, name) for name in names}
+    if op == "Graph":
+        return {name: name for name in names}
     if op == "TransformerEncoder":
         layers = [name for name in names if name != "norm"]
         found = {name: f"layers.{index}" for index, name in enumerate(layers)}

@@ -31,8 +31,10 @@ import torch
 from torch import nn
 
 from trama import ExportError, Param, Parameter, Tensor
+from trama.format import DTYPE_NAMES
 
 __all__ = [
+    "TORCH_DTYPES",
     "TieCache",
     "export_tensor",
     "parameter_scope",
@@ -43,6 +45,11 @@ __all__ = [
 ]
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+#: The format's dtype names as torch dtypes (each is the name of torch's attribute). A name a
+#: document gives is looked up here, never with ``getattr(torch, name)``: a setting that
+#: passed no check could otherwise reach any attribute of torch.
+TORCH_DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:

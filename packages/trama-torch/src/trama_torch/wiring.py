@@ -24,12 +24,22 @@ each returning the value of its only output, or a tuple of its outputs in order.
 Children are registered as submodules under their node names, so the ``state_dict`` keys are
 the original module's where the tree is the original's; a calling node's module, being the
 very object of the node it calls, is registered once and called again.
+
+No string of the document reaches the generated code unless the format already restricts it
+to ``[A-Za-z0-9_]`` (node names, ports): fx writes an attribute name into the Python source
+of ``forward`` unescaped, so a free-form name would be code. The torch name a node's metadata
+keeps (``{"torch_name": "block1-0"}``, any text torch accepts) is data only: the child is
+held under its node name, and the scope's ``state_dict`` hooks write and read its keys under
+the torch name (:func:`scope_module`). Metadata never decides what is computed: a torch name
+that two children claim, or that another child's name already is, is not used.
 """
 
 from __future__ import annotations
 
+import functools
 import keyword
 import operator
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,7 +52,15 @@ from trama.format import INPUT, Node, Ref
 from trama_torch import leaves
 from trama_torch.walk import submodules
 
-__all__ = ["ScopeModule", "as_module", "call_arguments", "call_node", "result_paths", "scope_module", "torch_name"]
+__all__ = [
+    "ScopeModule",
+    "as_module",
+    "call_arguments",
+    "call_node",
+    "result_paths",
+    "scope_module",
+    "torch_name",
+]
 
 #: Composite ops whose module takes its ports as keywords.
 _KEYWORD_OPS = frozenset({"TransformerEncoder"})
@@ -183,6 +201,7 @@ def scope_module(
     attributes: dict[str, str] = {}  # child name -> the attribute that holds its module or tensor
     held: set[str] = set()  # children whose attribute is a tensor (a constant), read by get_attr
     by_object: dict[int, str] = {}
+    bare: set[int] = set()  # the modules made here to hold a constant at its torch path
 
     # Own nodes first, and among them the tensors of submodules (``qkv.weight``) last, so that
     # they go into the submodule where one was built and into a bare one where none was.
@@ -190,6 +209,7 @@ def scope_module(
         return child[0].calls is not None, "." in _state_path(child[0])
 
     for node, obj in sorted(children, key=order):
+        _check_segment(node)
         same_scope = node.calls is not None and node.calls.rpartition(".")[0] == node.id.rpartition(".")[0]
         target = node.calls.rpartition(".")[2] if node.calls is not None and same_scope else None
         tensor = _constant_tensor(node, obj) if node.calls is None else None
@@ -198,16 +218,16 @@ def scope_module(
             held.add(node.name)
         elif tensor is not None and "." in _state_path(node):
             attributes[node.name] = _hold_nested_tensor(
-                holder, _state_path(node), node.name, tensor, persistent=_persistent(node)
+                holder, _state_path(node), node.name, tensor, persistent=_persistent(node), bare=bare
             )
             held.add(node.name)
         elif tensor is not None:
-            attributes[node.name] = _hold_tensor(holder, torch_name(node), tensor, persistent=_persistent(node))
+            attributes[node.name] = _hold_tensor(holder, node.name, tensor, persistent=_persistent(node))
             held.add(node.name)
         elif id(obj) in by_object:
             attributes[node.name] = by_object[id(obj)]
         else:
-            attributes[node.name] = by_object[id(obj)] = _hold_module(holder, torch_name(node), obj)
+            attributes[node.name] = by_object[id(obj)] = _hold_module(holder, node.name, obj)
     graph = fx.Graph()
     env: dict[Ref, fx.Node] = {}
     for port in inputs:
@@ -252,7 +272,88 @@ def scope_module(
         for attribute in part._non_persistent_buffers_set:
             copy.register_buffer(attribute, getattr(copy, attribute), persistent=False)
     module.child_attributes = attributes
+    renames = _state_renames([node for node, _ in children], attributes, holder)
+    if renames:
+        module.register_state_dict_post_hook(functools.partial(_keys_out, renames))
+        module.register_load_state_dict_pre_hook(functools.partial(_keys_in, {v: k for k, v in renames.items()}))
     return module
+
+
+#: A node id segment or port name as the format allows it: the only document text that may
+#: reach generated code (fx writes ``self.fc1`` or ``getattr(self, "0")``).
+_SEGMENT = re.compile(r"[A-Za-z0-9_]+")
+
+
+def _check_segment(node: Node) -> None:
+    """Refuse a child whose name is not a format segment. Every document that ``trama.load``
+    or ``trama.Model`` validation admits passes; this guards the one place a name becomes
+    code against a model built by hand and never validated."""
+    if _SEGMENT.fullmatch(node.name) is None:
+        from trama.errors import ImportModelError
+
+        raise ImportModelError(f"the node name {node.name[:80]!r} is not a name the format allows", node_id=node.id)
+
+
+def _state_renames(nodes: Sequence[Node], attributes: Mapping[str, str], holder: nn.Module) -> dict[str, str]:
+    """attribute -> the name its ``state_dict`` keys carry, where the two differ: the torch
+    name the exporter escaped (``block1_0`` holds what torch called ``block1-0``), or a node
+    name Python or ``GraphModule`` reserve (``code_`` holds ``code``). A name that is not free
+    (another child's attribute or torch name, or a reserved one) is not used: its child keeps
+    its attribute's keys, so no two children ever share keys."""
+    owned = {*holder._modules, *holder._parameters, *holder._buffers}
+    wanted: dict[str, str] = {}
+    for node in nodes:
+        attribute = attributes.get(node.name)
+        if attribute is None or attribute in wanted or node.calls is not None or attribute not in owned:
+            continue
+        original = torch_name(node)
+        if original != attribute:
+            wanted[attribute] = original
+    claims: dict[str, int] = {}
+    for original in wanted.values():
+        claims[original] = claims.get(original, 0) + 1
+    return {
+        attribute: original for attribute, original in wanted.items() if claims[original] == 1 and original not in owned
+    }
+
+
+def _renamed(key: str, prefix: str, renames: Mapping[str, str]) -> str:
+    head, dot, tail = key[len(prefix) :].partition(".")
+    new = renames.get(head)
+    return key if new is None else f"{prefix}{new}{dot}{tail}"
+
+
+def _keys_out(
+    renames: Mapping[str, str], module: nn.Module, state_dict: dict[str, Any], prefix: str, local_metadata: Any
+) -> None:
+    """The scope's ``state_dict`` post-hook: its children's keys under their torch names. The
+    scope's keys are the last ones written, all starting with ``prefix``; they are written
+    again in the same order."""
+    keys = list(state_dict)
+    start = len(keys)
+    while start > 0 and keys[start - 1].startswith(prefix):
+        start -= 1
+    moved = [(key, state_dict.pop(key)) for key in keys[start:]]
+    for key, value in moved:
+        state_dict[_renamed(key, prefix, renames)] = value
+
+
+def _keys_in(
+    renames: Mapping[str, str],
+    module: nn.Module,
+    state_dict: dict[str, Any],
+    prefix: str,
+    local_metadata: Any,
+    strict: bool,
+    missing_keys: list[str],
+    unexpected_keys: list[str],
+    error_msgs: list[str],
+) -> None:
+    """The scope's ``load_state_dict`` pre-hook: keys under torch names back to attributes."""
+    for key in [key for key in state_dict if key.startswith(prefix)]:
+        new = _renamed(key, prefix, renames)
+        if new != key and new not in state_dict:
+            state_dict[new] = state_dict.pop(key)
 
 
 def _value_name(attribute: str) -> str:
@@ -297,13 +398,26 @@ def _attribute_name(holder: nn.Module, name: str) -> str:
     return candidate
 
 
+#: The longest torch name honoured (the format's limit for one name).
+_MAX_TORCH_NAME = 256
+
+
 def torch_name(node: Node) -> str:
-    """The attribute name a child is held under: its node name, or the torch name the exporter
-    had to escape to make the id (``{"torch_name": "block1-0"}`` in its metadata, see
-    ``docs/format.md``, "Names from other frameworks"), so that ``state_dict`` keys are the
-    original's."""
+    """The name torch gave the child's module or tensor: the torch name the exporter had to
+    escape to make the id (``{"torch_name": "block1-0"}`` in its metadata, see
+    ``docs/format.md``, "Names from other frameworks"), or its node name. A torch name is
+    honoured only as torch could have made it (a printable string of at most 256 characters
+    without a dot); it is data, used for ``state_dict`` keys and ``nn.Sequential`` entries,
+    never for the generated code."""
     original = (node.metadata or {}).get("torch_name")
-    return original if isinstance(original, str) and original and "." not in original else node.name
+    if (
+        isinstance(original, str)
+        and 0 < len(original) <= _MAX_TORCH_NAME
+        and "." not in original
+        and original.isprintable()
+    ):
+        return original
+    return node.name
 
 
 def _state_path(node: Node) -> str:
@@ -313,29 +427,57 @@ def _state_path(node: Node) -> str:
     if node.op != "constant" or not isinstance(original, str) or "." not in original:
         return ""
     parts = original.split(".")
-    return original if all(part.isidentifier() and not keyword.iskeyword(part) for part in parts) else ""
+    return original if all(_IDENTIFIER.fullmatch(part) and not keyword.iskeyword(part) for part in parts) else ""
 
 
-def _hold_nested_tensor(holder: nn.Module, path: str, name: str, tensor: torch.Tensor, *, persistent: bool) -> str:
-    """Hold ``tensor`` at ``path`` below ``holder`` (``qkv.weight``), in the submodule of that
-    name when one was built (the very tensor it holds is shared), else in bare ``nn.Module``\\ s
-    made for it, so that the ``state_dict`` key is the original's. Where the path is taken by
-    something else, the tensor is held under the node's own name instead."""
+#: A segment of a constant's torch path written into generated code (``self.qkv.weight``):
+#: ASCII only, since Python folds other identifiers (NFKC: ``ﬁ`` reads as ``fi``).
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+#: A bare module, to ask what every module holds (``training``, ``forward``…): no such name
+#: can be a part of a constant's torch path.
+_BARE = nn.Module()
+
+
+def _hold_nested_tensor(
+    holder: nn.Module, path: str, name: str, tensor: torch.Tensor, *, persistent: bool, bare: set[int]
+) -> str:
+    """Hold ``tensor`` at ``path`` below ``holder`` (``qkv.weight``): where a child built at
+    that path already holds this very tensor, it is shared; otherwise it goes into bare
+    ``nn.Module``\\ s made for it (``bare``), so that the ``state_dict`` key is the original's.
+    A tensor is never added to a module a node built (a ``Linear`` declared without a bias
+    must not gain one from a constant's metadata): where the path meets one, or is taken, the
+    tensor is held under the node's own name instead."""
     *prefix, leaf = path.split(".")
-    owner = holder
+    owner: nn.Module | None = holder
+    missing: list[str] = []  # the parts to make, bare, below the last existing one
     for part in prefix:
-        child = owner._modules.get(part)
-        if child is None:
-            if hasattr(owner, part):
+        child = owner._modules.get(part) if owner is not None else None
+        if child is None and owner is not None:
+            if hasattr(owner, part) or (owner is not holder and id(owner) not in bare):
                 return _hold_tensor(holder, name, tensor, persistent=persistent)
+            missing.append(part)
+            owner = None
+        elif owner is None:
+            missing.append(part)
+        else:
+            owner = child
+    if owner is not None:
+        existing = getattr(owner, leaf, None)
+        if existing is tensor:
+            return path
+        if id(owner) not in bare or existing is not None or hasattr(type(owner), leaf) or leaf in owner.__dict__:
+            return _hold_tensor(holder, name, tensor, persistent=persistent)
+    elif any(hasattr(_BARE, part) for part in (*missing[1:], leaf)):
+        return _hold_tensor(holder, name, tensor, persistent=persistent)
+    else:
+        owner = holder.get_submodule(".".join(prefix[: len(prefix) - len(missing)]))
+        for part in missing:
             child = nn.Module()
             owner.add_module(part, child)
-        owner = child
-    existing = getattr(owner, leaf, None)
-    if existing is tensor:
-        return path
-    if existing is not None or hasattr(type(owner), leaf):
-        return _hold_tensor(holder, name, tensor, persistent=persistent)
+            bare.add(id(child))
+            owner = child
     if isinstance(tensor, nn.Parameter):
         owner.register_parameter(leaf, tensor)
     else:

@@ -24,9 +24,10 @@ import numpy as np
 import torch
 
 from trama.catalog import result_type
-from trama.format import DTYPE_NAMES, numpy_dtype
+from trama.format import numpy_dtype
 from trama_torch.capture.aten import Alias, Emit, Register, _Node, _operand, _size_read, _unary
 from trama_torch.capture.values import ConstTensor, Sym, is_runtime
+from trama_torch.tensors import TORCH_DTYPES
 
 __all__ = ["register"]
 
@@ -35,7 +36,7 @@ aten = torch.ops.aten
 Handler = Callable[[_Node], Any]
 
 #: The format's dtype names by torch dtype (the names are torch's attribute names).
-_DTYPE_NAMES: dict[torch.dtype, str] = {getattr(torch, name): name for name in DTYPE_NAMES}
+_DTYPE_NAMES: dict[torch.dtype, str] = {dtype: name for name, dtype in TORCH_DTYPES.items()}
 
 _UNARY = (
     "abs",

@@ -21,6 +21,7 @@ from torch import nn
 
 from trama.catalog import Settings, check_settings
 from trama_torch.functions import Builder, Compute, _Slots
+from trama_torch.tensors import TORCH_DTYPES
 
 __all__ = ["OPS"]
 
@@ -34,7 +35,7 @@ def _checked(slots: _Slots) -> Settings:
 
 def _dtype(name: str | None) -> torch.dtype | None:
     """A format dtype name as torch's dtype (every name of the format is one of torch's)."""
-    return None if name is None else getattr(torch, name)
+    return None if name is None else TORCH_DTYPES[name]
 
 
 def _unary(make: Callable[[Settings], Callable[[torch.Tensor], Any]]) -> Builder:

@@ -18,6 +18,7 @@ import torch
 
 from trama.catalog import check_settings
 from trama_torch.functions import Builder, Compute, _elementwise, _Slots
+from trama_torch.tensors import TORCH_DTYPES
 
 __all__ = ["OPS"]
 
@@ -69,7 +70,7 @@ def _clamp(slots: _Slots) -> Compute:
 
 def _to(slots: _Slots) -> Compute:
     """``Tensor.to(dtype)``: the format's dtype names are torch's attribute names."""
-    dtype = getattr(torch, check_settings(slots.node, slots.parameters).text("dtype"))
+    dtype = TORCH_DTYPES[check_settings(slots.node, slots.parameters).text("dtype")]
     slots.get("dtype")
     return lambda values: values["x"].to(dtype)
 
