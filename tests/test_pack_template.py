@@ -291,6 +291,49 @@ def test_the_generated_pack_passes_its_own_tests_installed(installed: tuple[Path
     assert re.fullmatch(r"\d+ passed in [\d.]+s(?: \(\S+\))?", summary), summary  # nothing skipped or failed
 
 
+#: Another op pack, broken: its plugin module raises when discovery imports it, as a pack built
+#: for another trama version may. Installed beside the generated one, it must cost the generated
+#: pack's tests nothing: its load warning is shown, not turned into their failures.
+BROKEN_PACK = {
+    "pyproject.toml": (
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "trama-brokenpack"\nversion = "0.0.1"\n'
+        '[project.entry-points.trama]\nbrokenpack = "trama_brokenpack.plugin"\n'
+    ),
+    "src/trama_brokenpack/__init__.py": "",
+    "src/trama_brokenpack/plugin.py": "raise ImportError(\"No module named 'trama.plugins'\")\n",
+}
+
+
+def test_another_broken_pack_installed_costs_the_generated_pack_s_tests_nothing(
+    installed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    root, target = installed
+    source, other = tmp_path / "brokenpack", tmp_path / "site"
+    for name, text in BROKEN_PACK.items():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text(text)
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
+    pip = subprocess.run(
+        [*command, "--target", str(other), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests"],
+        cwd=root,
+        env=_child_env(PYTHONPATH=os.pathsep.join([str(target), str(other)])),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert "trama-brokenpack" in result.stdout  # its warning is shown...
+    assert re.search(r"\d+ passed", result.stdout.strip().splitlines()[-1])  # ...and nothing failed
+
+
 PRIORITY_PROBE = """
 import json, sys
 if sys.argv[1] == "last":

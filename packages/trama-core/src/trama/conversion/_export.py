@@ -11,7 +11,7 @@ in two places becomes one node and a *calling node* to it (``docs/format.md``, "
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -187,6 +187,35 @@ class ExportContext:
             if set(inputs) == set(target.inputs) and (wanted is None or wanted == target.outputs):
                 return self.call(name, earlier, inputs)
         return _export_object(session, obj, node_id, inputs, wanted)
+
+    def claimed(self, obj: Any, *, before: Callable[..., Any] | None = None) -> bool:
+        """Whether one of this export's exporters would handle ``obj``, asked in priority order
+        up to (not including) ``before``; nothing is added to this export.
+
+        A capturing exporter asks this of each object it meets inside the one it captures, so
+        that a pack's exporter for a class (another library's included) wins there as it does
+        when the object is handed to :meth:`child`. An exporter answers cheaply through a
+        ``claims(obj) -> bool`` attribute where it has one; otherwise it is called on a scratch
+        context of its own, and a fragment or a trama error (it claims the object but cannot
+        export it here) counts as handling it; any other exception does not."""
+        registry = self._session.registry
+        for exporter in registry.exporters if registry is not None else ():
+            if exporter is before:
+                return False
+            claims = getattr(exporter, "claims", None)
+            try:
+                if callable(claims):
+                    if claims(obj):
+                        return True
+                    continue
+                scratch = _ExportSession(registry)
+                if exporter(obj, ExportContext(scratch, self.node_id, self.inputs, None)) is not None:
+                    return True
+            except TramaError:
+                return True
+            except Exception:  # a defect of that exporter: the real export names it if it matters
+                continue
+        return False
 
     def call(
         self,

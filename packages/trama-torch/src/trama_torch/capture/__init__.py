@@ -34,5 +34,11 @@ def export_captured(module: nn.Module, ctx: ExportContext) -> NodeFragment:
     assert examples is not None
     cls = type(module)
     where = f"{ctx.node_id!r} ({cls.__module__}.{cls.__qualname__})"
-    captured = run_export(module, examples, ctx.dynamic_shapes, list(ctx.inputs), where)
+    from trama_torch.plugin import export_torch_module
+
+    def claimed(sub: nn.Module) -> bool:
+        """Whether an exporter asked before trama-torch's own (an op pack's) handles ``sub``."""
+        return ctx.claimed(sub, before=export_torch_module)
+
+    captured = run_export(module, examples, ctx.dynamic_shapes, list(ctx.inputs), where, claimed)
     return Capture(module, captured, where, ctx.dynamic_shapes).root_fragment(ctx)

@@ -165,6 +165,22 @@ def _result_name(path: tuple[Any, ...]) -> str:
     return "_".join(parts)
 
 
+#: The ops torch.export adds to check a value (a cast's metadata, a size's range): they
+#: compute nothing, so a check that lands outside a module does not make the value an output.
+_CHECKS = frozenset(
+    {
+        torch.ops.aten._assert_tensor_metadata.default,
+        torch.ops.aten._assert_scalar.default,
+        torch.ops.aten.sym_constrain_range_for_size.default,
+        torch.ops.aten.sym_constrain_range.default,
+    }
+)
+
+
+def _is_check(node: fx.Node) -> bool:
+    return node.op == "call_function" and node.target in _CHECKS and not node.users
+
+
 def _is_symbolic(node: fx.Node) -> bool:
     value = node.meta.get("val")
     return isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)) and not isinstance(
@@ -273,7 +289,8 @@ class Capture:
             for used in node.all_input_nodes:
                 if used not in members:
                     entering[used] = None
-            if any(user not in members for user in node.users) and not _is_symbolic(node):
+            readers = (user for user in node.users if user not in members and not _is_check(user))
+            if any(readers) and not _is_symbolic(node):
                 escaping[node] = None  # sizes are no outputs: every scope reads them by value
         order = self.tree.order
         return sorted(entering, key=lambda n: order.get(n, -1.0)), sorted(escaping, key=lambda n: order[n])
@@ -466,6 +483,8 @@ class Capture:
         reads: dict[Unit, list[fx.Node]] = {}
         defines: dict[Unit, list[fx.Node]] = {}
         for node in call.nodes:
+            if _is_check(node):  # computes nothing; its operand may be no value of this scope
+                continue
             unit = Unit(node, order[node])
             units.append(unit)
             reads[unit] = list(node.all_input_nodes)
@@ -1185,6 +1204,8 @@ class _Level:
         elif call.opaque == "exportable":
             inputs = {port: self.materialize(value, port, call).ref for port, value in values}
             got = self.ctx.child(name, call.module, inputs)
+            # Its exporter wrote the module's state: no dormant constants of it elsewhere.
+            self.capture.covered.update(id(tensor) for tensor in call.module.state_dict(keep_vars=True).values())
             outputs = list(got.values())
             results = [node for _, node in interface.outputs]
             if len(outputs) != len(results):

@@ -20,7 +20,7 @@ import linecache
 import os
 import traceback
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,11 +95,13 @@ def run_export(
     dynamic: Mapping[str, Mapping[int, str]] | None,
     inputs: Sequence[str],
     where: str,
+    claimed: Callable[[nn.Module], bool] | None = None,
 ) -> Captured:
-    """Capture ``model`` with ``torch.export`` (non-strict), recording its module calls."""
+    """Capture ``model`` with ``torch.export`` (non-strict), recording its module calls; a
+    module ``claimed`` says an exporter handles is recorded whole, its inside not shown."""
     args, kwargs, by_name = _examples(examples, inputs)
     shapes = _dims(dynamic, examples, inputs, where)
-    recorder = Recorder(model)
+    recorder = Recorder(model, claimed)
     recorder.install()
     try:
         try:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,20 +67,22 @@ class Symbolic:
     value: Any
 
 
-def opaque_kind(module: nn.Module) -> str | None:
-    """``"leaf"`` for a catalog leaf module (its whole inside is its op), ``"encoder"`` for an
-    ``nn.TransformerEncoder`` the catalog's composite holds (:func:`plain_encoder`),
-    ``"exportable"`` for a module with its own ``to_node`` or whose class comes from an op pack
-    with exporters (both are handed whole to ``ctx.child``, so the pack's exporter is asked before
-    trama-torch's, as without capture), ``None`` for a module whose inside the tree shows."""
+def opaque_kind(module: nn.Module, claimed: Callable[[nn.Module], bool] | None = None) -> str | None:
+    """``"exportable"`` for a module with its own ``to_node`` or that an exporter ranked before
+    trama-torch's own claims (``claimed``: an op pack's, for its own classes or another
+    library's, such as a ``trama-transformers`` pack's ``LlamaRMSNorm``; both are handed whole
+    to ``ctx.child``, so the exporter chain decides there as it does without capture),
+    ``"leaf"`` for a catalog leaf module (its whole inside is its op), ``"encoder"`` for an
+    ``nn.TransformerEncoder`` the catalog's composite holds (:func:`plain_encoder`), ``None``
+    for a module whose inside the tree shows."""
     if callable(getattr(module, "to_node", None)):
+        return "exportable"
+    if claimed is not None and claimed(module):
         return "exportable"
     if leaves.leaf_op(module) is not None:
         return "leaf"
     if plain_encoder(module):
         return "encoder"
-    if type(module).__module__.partition(".")[0] in _exporting_packages():
-        return "exportable"
     return None
 
 
@@ -110,29 +112,6 @@ def plain_encoder(module: nn.Module) -> bool:
 
 class _Marker:
     """A stand-in tensor argument, to ask which port a leaf's first argument binds to."""
-
-
-def _exporting_packages() -> frozenset[str]:
-    """The top-level import names of the distributions, other than trama's own, whose plugins
-    provide exporters: their torch classes are theirs to export."""
-    import importlib_metadata
-
-    from trama.extension import plugin_host
-
-    host = plugin_host()
-    cached = _EXPORTERS.get(id(host))
-    if cached is None:
-        own = {"trama", "trama-torch", "trama-numpy", "trama-jax"}
-        distributions = {info.distribution for info in host.plugins() if "trama_exporters" in info.hooks} - own
-        names = importlib_metadata.packages_distributions()
-        cached = frozenset(top for top, dists in names.items() if distributions & set(dists))
-        _EXPORTERS.clear()  # one host at a time; the id of a collected one may come back
-        _EXPORTERS[id(host)] = cached
-    return cached
-
-
-#: The packages of :func:`_exporting_packages`, per plugin host (tests install their own).
-_EXPORTERS: dict[int, frozenset[str]] = {}
 
 
 def module_paths(model: nn.Module) -> dict[int, str]:
@@ -186,8 +165,10 @@ class Call:
 class Recorder:
     """Hooks that record the module calls of one capture (see the module docstring)."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, claimed: Callable[[nn.Module], bool] | None = None) -> None:
         self.model = model
+        self._claimed = claimed
+        self._kinds: dict[int, str | None] = {}  # id(module) -> its opaque kind, asked once
         self.paths = module_paths(model)
         self.calls: list[Call] = []
         self._stack: list[Call | None] = []
@@ -210,8 +191,16 @@ class Recorder:
                 module.register_forward_pre_hook(functools.partial(self._pre, module), with_kwargs=True)
             )
             self._handles.append(module.register_forward_hook(functools.partial(self._post, module), with_kwargs=True))
-            if opaque_kind(module) is not None and module is not self.model:
+            if self.opaque_kind(module) is not None and module is not self.model:
                 inside.append(f"{name}.")
+
+    def opaque_kind(self, module: nn.Module) -> str | None:
+        """:func:`opaque_kind` of ``module``, asked once per module (the exporters' answer
+        included)."""
+        key = id(module)
+        if key not in self._kinds:
+            self._kinds[key] = opaque_kind(module, self._claimed)
+        return self._kinds[key]
 
     def reset(self) -> None:
         """Forget what a failed capture recorded, before capturing again."""
@@ -279,7 +268,7 @@ class Recorder:
             module=module,
             path=self.paths.get(id(module), ""),
             parent=top,
-            opaque=opaque_kind(module) if self._stack else None,
+            opaque=self.opaque_kind(module) if self._stack else None,
             args=self._value(args, tracer),
             kwargs=self._value(kwargs, tracer),
             position=self._order - 0.5,
