@@ -24,6 +24,7 @@ import numpy as np
 from trama import Node, Parameter
 from trama.catalog import check_settings
 from trama.catalog._arrays_checks import arange_values, einsum_shapes, expanded_shape, filled, scattered_slice
+from trama.catalog._indexing import clamped_slice
 from trama.format import numpy_dtype
 from trama_jax._numerics import HIGHEST, accumulation
 from trama_jax._registry import implements
@@ -199,6 +200,7 @@ def slice_scatter(node: Node, *, children: Mapping[str, Any], parameters: Mappin
             dim, part = scattered_slice(tuple(x.shape), tuple(src.shape), settings)
         except ValueError as error:
             raise site.fail(str(error)) from None
+        part = clamped_slice(part, x.shape[dim])  # no bound beyond the dimension reaches XLA
         return {"y": x.at[(slice(None),) * dim + (part,)].set(src)}
 
     return JaxKernel(apply)

@@ -586,7 +586,7 @@ def _getitem(x: jax.Array, items: Sequence[_Item], site: Site) -> jax.Array:
     except IndexError as error:
         raise site.fail(str(error)) from None
     _check_positions(x, plan.expanded, site)
-    first = x[plan.basic]
+    first = x[plan.clamped(x.shape)]  # no slice bound beyond its dimension reaches XLA
     second = plan.second(first.ndim)
     return first if second is None else first[second]
 

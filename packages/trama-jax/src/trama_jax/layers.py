@@ -37,6 +37,7 @@ from trama_jax._numerics import HIGHEST, accumulation, dense, epsilon, normalize
 from trama_jax._registry import implements
 from trama_jax._slots import Inputs, Outputs, Parameters, Site, Tensors, held
 from trama_jax.kernel import JaxKernel
+from trama_jax.pooling import _DENSE_WINDOWS, adaptive_average
 
 #: Nothing by name: each factory is reached through the registry (``@implements``).
 __all__: list[str] = []
@@ -251,8 +252,24 @@ def _swappable(sizes: Sequence[int], kernel: Sequence[int], stride: Sequence[int
     dimension, the kernel is longer than the input), and for an input-dilated convolution
     (``stride > 1``) the swapped one is malformed: jaxlib 0.10.2 aborts the whole process
     ("Window dimensions do not match RHS shape"). Such an input is small, so spreading it
-    explicitly (:func:`_spread`) costs little; a larger one keeps XLA's zero-free dilation."""
-    return any(t > 1 for t in stride) and any(k > s for k, s in zip(kernel, sizes, strict=True))
+    explicitly (:func:`_spread`) costs little; a larger one keeps XLA's zero-free dilation,
+    unless the spread input is larger than :data:`_LARGEST_DILATION` (XLA would compile for
+    minutes): then it is spread explicitly too."""
+    return any(t > 1 for t in stride) and (
+        any(k > s for k, s in zip(kernel, sizes, strict=True)) or _spread_extent(sizes, stride) > _LARGEST_DILATION
+    )
+
+
+#: The most elements of an input-dilated convolution's spread input that XLA dilates itself.
+#: Its CPU compiler takes time in proportion to that extent (seconds for 2**30, minutes for a
+#: stride of 2**36 on two elements, all inside trama's bounds); :func:`_spread` compiles in
+#: constant time and makes an array no larger than the convolution's output per channel.
+_LARGEST_DILATION = 2**20
+
+
+def _spread_extent(sizes: Sequence[int], stride: Sequence[int]) -> int:
+    """How many elements the input's spatial dimensions have once spread by ``stride``."""
+    return math.prod((s - 1) * t + 1 for s, t in zip(sizes, stride, strict=True))
 
 
 def _spread(x: jax.Array, stride: Sequence[int]) -> jax.Array:
@@ -342,6 +359,8 @@ def adaptive_avg_pool2d(node: Node, *, children: Mapping[str, Any], parameters: 
         x = site.floating(inputs)
         if x.ndim not in (3, 4):
             raise site.fail(f"x should be [N, C, H, W] or [C, H, W], got shape {list(x.shape)}")
+        if any(size * (out or size) > _DENSE_WINDOWS for size, out in zip(x.shape[-2:], output_size, strict=True)):
+            return {"y": adaptive_average(x, output_size)}  # windows gathered, no huge constant matrix
         acc = accumulation(x.dtype)
         (rows, row_counts), (cols, col_counts) = (
             adaptive_windows(size, out) for size, out in zip(x.shape[-2:], output_size, strict=True)

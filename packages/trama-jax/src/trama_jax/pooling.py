@@ -25,6 +25,7 @@ from trama import Node
 from trama.catalog import PAD_MODES, PoolWindows, adaptive_windows, check_settings
 from trama.catalog._pooling_geometry import (
     adaptive_bounds,
+    adaptive_taps,
     check_rank,
     pad_widths,
     pool_divisors,
@@ -139,7 +140,14 @@ def adaptive_average(x: jax.Array, sizes: Sequence[int | None]) -> jax.Array:
     counts: np.ndarray = np.ones((), np.int64)
     for d, out in enumerate(sizes):
         axis = x.ndim - dims + d
-        member, count = adaptive_windows(x.shape[axis], out)
+        size = x.shape[axis]
+        bins = size if out is None else out
+        if size * bins > _DENSE_WINDOWS:  # the membership matrix would be a huge constant
+            starts, ends = adaptive_bounds(size, bins)
+            y = _gathered(y, axis, size, bins, summed=True)
+            counts = np.multiply.outer(counts, ends - starts)
+            continue
+        member, count = adaptive_windows(size, out)
         moved = jnp.moveaxis(y, axis, -2)
         y = jnp.moveaxis(jnp.matmul(member.astype(acc), moved, precision=HIGHEST), -2, axis)
         counts = np.multiply.outer(counts, count)
@@ -147,18 +155,35 @@ def adaptive_average(x: jax.Array, sizes: Sequence[int | None]) -> jax.Array:
 
 
 def adaptive_maximum(x: jax.Array, sizes: Sequence[int | None]) -> jax.Array:
-    """The adaptive maximum over ``x``'s last ``len(sizes)`` dimensions, one at a time."""
+    """The adaptive maximum over ``x``'s last ``len(sizes)`` dimensions, one at a time: every
+    window gathered at once (:func:`~trama.catalog._pooling_geometry.adaptive_taps`), so the
+    program has a few operations per dimension, not one per output."""
     dims = len(sizes)
     for d, out in enumerate(sizes):
         axis = x.ndim - dims + d
         size = x.shape[axis]
-        starts, ends = adaptive_bounds(size, size if out is None else out)
-        pieces = [
-            jnp.max(jax.lax.slice_in_dim(x, int(s), int(e), axis=axis), axis=axis)
-            for s, e in zip(starts, ends, strict=True)
-        ]
-        x = jnp.stack(pieces, axis=axis)
+        x = _gathered(x, axis, size, size if out is None else out, summed=False)
     return x
+
+
+#: The largest membership matrix (outputs × inputs of a dimension) an adaptive average
+#: contracts with; beyond, it gathers its windows (a constant of ``out·size`` elements would make
+#: XLA compile, and hold, a huge program).
+_DENSE_WINDOWS = 2**22
+
+
+def _gathered(x: jax.Array, axis: int, size: int, out: int, *, summed: bool) -> jax.Array:
+    """Along ``axis`` (of ``size``), every adaptive window of ``out`` gathered into a new axis
+    after it and reduced: the maximum (a repeated position changes nothing), or the sum with the
+    repeats masked."""
+    index, valid = adaptive_taps(size, out)
+    width = index.shape[1]
+    taken = jnp.take(x, index.reshape(-1), axis=axis)
+    taken = taken.reshape(*x.shape[:axis], out, width, *x.shape[axis + 1 :])
+    if not summed:
+        return jnp.max(taken, axis=axis + 1)
+    mask = valid.reshape(out, width, *(1,) * (x.ndim - axis - 1))
+    return jnp.sum(jnp.where(mask, taken, jnp.zeros((), x.dtype)), axis=axis + 1)
 
 
 def _adaptive(*, average: bool) -> Factory:

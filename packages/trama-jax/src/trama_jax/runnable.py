@@ -298,7 +298,10 @@ class JaxRunnable(Runnable):
     def run(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         values = self._inputs(inputs)
         try:
-            return self._execute(values, None)
+            # Waited for here: XLA reports an allocation that fails while the program runs
+            # (RESOURCE_EXHAUSTED) only to whoever waits, and jaxlib aborts the process when such
+            # a result is read later (a NumPy conversion), instead of raising.
+            return ready(self._execute(values, None))
         except TramaError:
             raise
         except Exception as exc:
@@ -307,7 +310,7 @@ class JaxRunnable(Runnable):
     def run_with_state(self, inputs: Sequence[Any] | Mapping[str, Any], states: dict[str, Any]) -> list[Any]:
         values = self._inputs(inputs)
         try:
-            return self._execute(values, states)
+            return ready(self._execute(values, states))  # waited for, as in run
         except TramaError:
             raise
         except Exception as exc:

@@ -26,7 +26,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from trama import Node, Parameter
 from trama.catalog import PAD_MODES, PoolWindows, Settings, adaptive_windows, check_settings
 from trama.catalog._pooling_geometry import (
-    adaptive_bounds,
+    adaptive_taps,
     check_rank,
     pad_widths,
     pool_divisors,
@@ -180,9 +180,10 @@ def adaptive_maximum(x: Array, sizes: Sequence[int | None]) -> Array:
     for d, out in enumerate(sizes):
         axis = x.ndim - dims + d
         size = x.shape[axis]
-        starts, ends = adaptive_bounds(size, size if out is None else out)
-        pieces = [np.take(x, np.arange(s, e), axis=axis).max(axis=axis) for s, e in zip(starts, ends, strict=True)]
-        x = np.stack(pieces, axis=axis)
+        bins = size if out is None else out
+        index, _ = adaptive_taps(size, bins)  # every window at once; a repeated position changes no maximum
+        taken = np.take(x, index.reshape(-1), axis=axis)
+        x = taken.reshape(*x.shape[:axis], bins, index.shape[1], *x.shape[axis + 1 :]).max(axis=axis + 1)
     return x
 
 

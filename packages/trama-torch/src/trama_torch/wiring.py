@@ -274,8 +274,9 @@ def scope_module(
     module.child_attributes = attributes
     renames = _state_renames([node for node, _ in children], attributes, holder)
     if renames:
-        module.register_state_dict_post_hook(functools.partial(_keys_out, renames))
-        module.register_load_state_dict_pre_hook(functools.partial(_keys_in, {v: k for k, v in renames.items()}))
+        module.register_state_dict_post_hook(functools.partial(_keys_out, renames))  # type: ignore[no-untyped-call]
+        back = {v: k for k, v in renames.items()}
+        module.register_load_state_dict_pre_hook(functools.partial(_keys_in, back))  # type: ignore[no-untyped-call]
     return module
 
 

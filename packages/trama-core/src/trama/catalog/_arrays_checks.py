@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from trama.catalog._limits import MAX_ELEMENTS, MAX_TENSOR_BYTES, extent_problem, shown_limit
+from trama.catalog._limits import MAX_ELEMENTS, MAX_TENSOR_BYTES, extent_problem, shown_limit, slice_problem
 from trama.catalog._reader import (
     REQUIRED,
     Checker,
@@ -270,6 +270,15 @@ def _extent(slot: str) -> Relation:
     return check
 
 
+def _bounded_slice(reader: Reader) -> None:
+    """``slice_scatter``'s slice within trama's bounds (:func:`~trama.catalog._limits.slice_problem`):
+    a step of at most 2**48, a start and end within the signed 64-bit range."""
+    values = reader.values
+    problem = slice_problem(values["start"], values["end"], values["step"], stop_name="end")
+    if problem is not None:
+        raise reader.error(problem)
+
+
 def _full(reader: Reader) -> None:
     dtype, fill = reader.values["dtype"], reader.values["fill_value"]
     if dtype is None:
@@ -401,7 +410,8 @@ CHECKERS: dict[str, Checker] = {
             "start": Integer(minimum=None, nullable=True, default=None),
             "end": Integer(minimum=None, nullable=True, default=None),
             "step": Integer(minimum=1, default=1),
-        }
+        },
+        (_bounded_slice,),
     ),
     "repeat": Checker({"repeats": IntList(minimum=0)}, (_extent("repeats"),)),
     "tile": Checker({"dims": IntList(minimum=0)}, (_extent("dims"),)),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any, TypeAlias
 
+from trama.catalog._limits import MAX_ELEMENTS, shown_limit, slice_problem
 from trama.catalog._reader import (
     Checker,
     Choice,
@@ -93,7 +94,12 @@ def _is_bound(value: Any) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Index(RequiredList):
-    """``getitem``'s ``index``, parsed into :data:`IndexItem` s (a tuple)."""
+    """``getitem``'s ``index``, parsed into :data:`IndexItem` s (a tuple).
+
+    Positions are bounded before any framework sees them (:mod:`trama.catalog._limits`): an int
+    item at most 2**48 in magnitude (beyond, it is out of range of every dimension), a slice's
+    step at most 2**48 (XLA aborts on a step of 2**63 − 1, torch returns nothing), its start
+    and stop signed 64-bit integers."""
 
     def read(self, reader: Reader, slot: str) -> tuple[IndexItem, ...]:
         index = reader.raw(slot)
@@ -102,6 +108,11 @@ class Index(RequiredList):
         items: list[IndexItem] = []
         for item in index:
             if _is_bound(item):
+                if item is not None and abs(item) > MAX_ELEMENTS:
+                    raise reader.error(
+                        f"{slot} has the index {item}, beyond {shown_limit(MAX_ELEMENTS)}, the longest dimension "
+                        "trama accepts: it is out of range of every dimension (docs/format.md, section 7)"
+                    )
                 items.append(None if item is None else int(item))
             elif item == "...":
                 if Ellipsis in items:
@@ -114,6 +125,9 @@ class Index(RequiredList):
                     raise reader.error(
                         f"{slot} has the slice {item}, which must have a positive step, as torch requires"
                     )
+                problem = slice_problem(*item)
+                if problem is not None:
+                    raise reader.error(f"{slot} has the slice {item}, whose {problem}")
                 items.append(slice(*item))
             else:
                 raise reader.error(f'{slot} item {item!r} is none of: an int, [start, stop, step], null, "...", "iN"')

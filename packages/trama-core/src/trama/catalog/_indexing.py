@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TorchIndex", "index_width", "torch_index"]
+__all__ = ["TorchIndex", "clamped_slice", "index_width", "torch_index"]
 
 _BOOL = np.dtype(np.bool_)
 
@@ -38,6 +38,15 @@ def index_width(item: Any) -> int:
     return 1 if isinstance(item, (int, slice)) else 0
 
 
+def clamped_slice(part: slice, size: int) -> slice:
+    """``part`` (a positive step) with the same meaning along a dimension of ``size``, and every
+    bound at most ``size``: start and stop clamped as Python and torch clamp them, a step of more
+    than ``size`` made ``size`` (either takes the first element only). XLA computes a strided
+    slice's length in 64-bit arithmetic and aborts on a step near 2**63: a kernel hands it this."""
+    start, stop, step = part.indices(size)
+    return slice(start, stop, min(step, max(size, 1)))
+
+
 @dataclass(frozen=True, slots=True)
 class TorchIndex:
     """An index split for numpy's rules: ``x[basic]``, then :meth:`second` of that.
@@ -50,6 +59,19 @@ class TorchIndex:
     basic: tuple[Any, ...]
     advanced: dict[int, Any]
     expanded: tuple[Any, ...]
+
+    def clamped(self, shape: Sequence[int]) -> tuple[Any, ...]:
+        """:attr:`basic` for ``x`` of ``shape``, every slice :func:`clamped_slice` to its
+        dimension (the same indexing, with bounds no larger than the dimensions)."""
+        items: list[Any] = []
+        dim = 0
+        for item in self.basic:
+            if item is None:
+                items.append(item)
+                continue
+            items.append(clamped_slice(item, int(shape[dim])) if isinstance(item, slice) else item)
+            dim += 1
+        return tuple(items)
 
     def second(self, ndim: int) -> tuple[Any, ...] | None:
         """The index of the first result (of ``ndim`` dimensions) by the tensor items alone, or

@@ -70,7 +70,7 @@ class ConvPadding:
             return str(value)
         if isinstance(value, str):
             raise reader.error(f'{slot} must be a list of {self.dims} ints, "valid" or "same", got {value!r}')
-        return tuple(IntList(self.dims, minimum=0, default=self.default).read(reader, slot) or ())
+        return tuple(IntList(self.dims, minimum=0, default=self.default, window=True).read(reader, slot) or ())
 
     def types(self) -> tuple[str, ...]:
         return ("list", "string")
@@ -114,13 +114,13 @@ def _geometry(dims: int, *, transposed: bool) -> dict[str, Rule]:
     rules: dict[str, Rule] = {
         "in_channels": Integer(minimum=1),
         "out_channels": Integer(minimum=1),
-        "kernel_size": IntList(dims, minimum=1),
-        "stride": IntList(dims, minimum=1, default=ones),
-        "padding": IntList(dims, minimum=0, default=zeros) if transposed else ConvPadding(dims),
+        "kernel_size": IntList(dims, minimum=1, window=True),
+        "stride": IntList(dims, minimum=1, default=ones, window=True),
+        "padding": IntList(dims, minimum=0, default=zeros, window=True) if transposed else ConvPadding(dims),
     }
     if transposed:
-        rules["output_padding"] = IntList(dims, minimum=0, default=zeros)
-    rules["dilation"] = IntList(dims, minimum=1, default=ones)
+        rules["output_padding"] = IntList(dims, minimum=0, default=zeros, window=True)
+    rules["dilation"] = IntList(dims, minimum=1, default=ones, window=True)
     rules["groups"] = Integer(minimum=1, default=1)
     rules["padding_mode"] = Choice(("zeros",) if transposed else tuple(PAD_MODES), default="zeros")
     return rules
@@ -157,12 +157,12 @@ def _transposed_weights(reader: Reader) -> None:
 def pool_rules(dims: int, *, dilation: bool) -> dict[str, Rule]:
     """The window settings of a ``dims``-d pool (``MaxPool2d``, and opset 2's 1-d and 3-d ones)."""
     rules: dict[str, Rule] = {
-        "kernel_size": IntList(dims, minimum=1),
-        "stride": IntList(dims, minimum=1, nullable=True, default=None),
-        "padding": IntList(dims, minimum=0, default=[0] * dims),
+        "kernel_size": IntList(dims, minimum=1, window=True),
+        "stride": IntList(dims, minimum=1, nullable=True, default=None, window=True),
+        "padding": IntList(dims, minimum=0, default=[0] * dims, window=True),
     }
     if dilation:
-        rules["dilation"] = IntList(dims, minimum=1, default=[1] * dims)
+        rules["dilation"] = IntList(dims, minimum=1, default=[1] * dims, window=True)
     rules["ceil_mode"] = Flag(default=False)
     return rules
 

@@ -218,9 +218,9 @@ def _same_needs_unit_strides(reader: Reader) -> None:
 def _conv(dims: int) -> Checker:
     ones = [1] * dims
     rules: dict[str, Rule] = {
-        "stride": IntList(dims, minimum=1, default=ones),
+        "stride": IntList(dims, minimum=1, default=ones, window=True),
         "padding": ConvPadding(dims),
-        "dilation": IntList(dims, minimum=1, default=ones),
+        "dilation": IntList(dims, minimum=1, default=ones, window=True),
         "groups": Integer(minimum=1, default=1),
     }
     return Checker(rules, (_same_needs_unit_strides,))
@@ -229,11 +229,11 @@ def _conv(dims: int) -> Checker:
 def _conv_transpose(dims: int) -> Checker:
     ones, zeros = [1] * dims, [0] * dims
     rules: dict[str, Rule] = {
-        "stride": IntList(dims, minimum=1, default=ones),
-        "padding": IntList(dims, minimum=0, default=zeros),
-        "output_padding": IntList(dims, minimum=0, default=zeros),
+        "stride": IntList(dims, minimum=1, default=ones, window=True),
+        "padding": IntList(dims, minimum=0, default=zeros, window=True),
+        "output_padding": IntList(dims, minimum=0, default=zeros, window=True),
         "groups": Integer(minimum=1, default=1),
-        "dilation": IntList(dims, minimum=1, default=ones),
+        "dilation": IntList(dims, minimum=1, default=ones, window=True),
     }
     return Checker(rules, (_layer_checks._output_padding,))
 

@@ -29,6 +29,7 @@ from trama.catalog._reader import Settings
 __all__ = [
     "RESAMPLING_RANKS",
     "adaptive_bounds",
+    "adaptive_taps",
     "check_rank",
     "pad_widths",
     "pool_divisors",
@@ -119,6 +120,21 @@ def adaptive_bounds(size: int, out: int) -> tuple[Int64s, Int64s]:
     :func:`trama.catalog.adaptive_windows`' membership matrix, as bounds)."""
     index = np.arange(out, dtype=np.int64)
     return index * size // out, -(-(index + 1) * size // out)
+
+
+def adaptive_taps(size: int, out: int) -> tuple[Int64s, npt.NDArray[np.bool_]]:
+    """The adaptive windows along a dimension of ``size`` with ``out`` outputs as one gather:
+    ``index[i, j]`` is window i's j-th position, ``valid[i, j]`` whether window i has that many
+    (a shorter window repeats its last position). Windows are at most ``⌈S/O⌉ + 1`` long, so
+    the gather holds at most ``S + 2·O`` positions: a kernel pools every window with a few
+    array operations, whatever ``out`` is, instead of one operation per window (JAX would
+    build, and XLA compile, one per output). Repeating a position leaves a maximum unchanged;
+    a sum masks the repeats with ``valid``."""
+    starts, ends = adaptive_bounds(size, out)
+    width = int((ends - starts).max(initial=1))
+    index = starts[:, np.newaxis] + np.arange(width, dtype=np.int64)
+    valid: npt.NDArray[np.bool_] = index < ends[:, np.newaxis]
+    return np.minimum(index, ends[:, np.newaxis] - 1), valid
 
 
 # --- Resampling -------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from trama.catalog._build import REQUIRED
-from trama.catalog._limits import MAX_ELEMENTS, shown_limit
+from trama.catalog._limits import MAX_ELEMENTS, MAX_WINDOW, shown_limit
 from trama.errors import RegistryError
 from trama.extension._factorytable import setting
 from trama.format._model import Node, Parameter
@@ -335,13 +335,16 @@ class IntList:
     Every entry is also at most :data:`~trama.catalog._limits.MAX_ELEMENTS` (2**48) in
     magnitude, whatever the op: the catalog's int lists are sizes, counts, paddings, strides and
     dimension indices, and none of them can exceed that in a tensor of at most 2**48 bytes, so a
-    larger one could only make a framework ask for more (or overflow its 64-bit arithmetic)."""
+    larger one could only make a framework ask for more (or overflow its 64-bit arithmetic).
+    ``window``: the list is a convolution's or a pool's window setting, each entry at most
+    :data:`~trama.catalog._limits.MAX_WINDOW` (2**31 − 1), the range torch computes them in."""
 
     count: int | None = None
     minimum: int | None = None
     default: Any = REQUIRED
     nullable: bool = False
     non_empty: bool = False
+    window: bool = False
 
     def read(self, reader: Reader, slot: str) -> tuple[int, ...] | None:
         value = reader.raw(slot, self.default)
@@ -358,6 +361,11 @@ class IntList:
             raise reader.error(
                 f"{slot} holds {_largest(value)}, beyond {shown_limit(MAX_ELEMENTS)}, the largest size, count or "
                 "index trama accepts (docs/format.md, section 7)"
+            )
+        if self.window and any(v > MAX_WINDOW for v in value):
+            raise reader.error(
+                f"{slot} holds {max(value)}, beyond 2**31 - 1, the largest kernel size, stride, padding or "
+                "dilation trama accepts: torch computes them in 32-bit ints (docs/format.md, section 7)"
             )
         return tuple(int(v) for v in value)
 
