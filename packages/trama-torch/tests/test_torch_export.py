@@ -334,7 +334,11 @@ def test_a_sliced_sequential_called_in_forward_is_traced_through() -> None:
 
     module = Prefix().eval()
     trip = round_trip(module, ["x"], ["y"])
-    assert [node.id for node in trip.document.nodes] == ["root", "root.body", "root.body.0", "root.body.1"]
+    ids = [node.id for node in trip.document.nodes]
+    assert ids[:4] == ["root", "root.body", "root.body.0", "root.body.1"]
+    # body.2, never called, keeps its tensors (issue 23): the state_dict comes back whole
+    assert ids[4:] == ["root.body.2", "root.body.2.weight", "root.body.2.bias"]
+    assert set(trip.module.state_dict()) == set(module.state_dict())
     assert_same_outputs(module, trip.module, torch.randn(2, 3))
 
 
@@ -479,3 +483,37 @@ def test_metadata_given_by_the_caller_overrides_the_recorded_framework() -> None
         Residual(), inputs=["x"], outputs=["y"], metadata={"framework": {"name": "numpy", "version": "2"}}
     )
     assert doc.metadata["framework"] == {"name": "numpy", "version": "2"}
+
+
+class SlicedLayers(nn.Module):
+    """A ``ModuleList`` sliced in ``forward``: ``layers.0`` is never called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+        self.register_buffer("unused", torch.arange(3.0))
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers[1:]:
+            x = torch.relu(layer(x))
+        return self.head(x)
+
+
+@pytest.mark.parametrize("captured", [False, True], ids=["fx", "capture"])
+def test_a_sliced_module_list_keeps_its_class_and_every_tensor(captured: bool) -> None:
+    """Issue 23: the fx path dropped ``layers.0`` with its parameters (a strict
+    ``load_state_dict`` of the original then failed) and wrote the list as a class-less scope."""
+    torch.manual_seed(0)
+    model = SlicedLayers().eval()
+    x = torch.randn(2, 4)
+    doc = trama.export_model(model, inputs=["x"], outputs=["y"], example_inputs=(x,) if captured else None)
+    classes = {node.id: (node.metadata or {}).get("class") for node in doc.nodes}
+    assert classes["root.layers"] == "torch.nn.modules.container.ModuleList"
+    assert classes["root.layers.0"] == "torch.nn.modules.linear.Linear"
+    back = trama.import_model(trama.loads(trama.dumps(doc)), registry=trama.registry("torch"))
+    assert set(back.state_dict()) == set(model.state_dict())
+    back.load_state_dict(model.state_dict(), strict=True)
+    assert type(back.get_submodule("layers")).__name__ == "ModuleList"
+    with torch.no_grad():
+        assert torch.equal(back(x), model(x))

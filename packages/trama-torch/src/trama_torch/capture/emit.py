@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import functools
 import inspect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +40,6 @@ from torch.utils import _pytree as pytree
 from trama import INPUT, ExportContext, ExportError, NodeFragment, Ref, ValueFact
 from trama_torch import leaves
 from trama_torch.capture import aten, decompose
-from trama_torch.capture.names import TORCH_NAME, Names, is_segment
 from trama_torch.capture.plan import Group, Unit, plan_units
 from trama_torch.capture.program import Captured, source_line
 from trama_torch.capture.tree import (
@@ -54,6 +53,8 @@ from trama_torch.capture.tree import (
     tensor_leaves,
 )
 from trama_torch.capture.values import ConstTensor, Several, StateTensor, Sym, Wire
+from trama_torch.fragments import Fixed, export_dormant
+from trama_torch.names import TORCH_NAME, Names, is_segment
 from trama_torch.tensors import export_tensor
 
 __all__ = ["Capture"]
@@ -62,17 +63,6 @@ _DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "int8", "int16
 
 #: Node metadata key for a buffer that is not part of its module's ``state_dict``.
 TORCH_PERSISTENT = "torch_persistent"
-
-
-class _Fixed:
-    """An object whose node is already decided, handed to ``ctx.child`` (a fresh object each
-    time, so the core never takes it for a second use of something exported before)."""
-
-    def __init__(self, make: Callable[[ExportContext], NodeFragment]) -> None:
-        self._make = make
-
-    def to_node(self, ctx: ExportContext) -> NodeFragment:
-        return self._make(ctx)
 
 
 @dataclass
@@ -727,33 +717,7 @@ class Capture:
             node[attribute] = tensor
         for anchor, trie in tries.items():
             ctx, names, module = self.scopes[anchor]
-            self._dormant(ctx, names, module, trie)
-
-    def _dormant(self, ctx: ExportContext, names: Names, module: nn.Module, trie: dict[str, Any]) -> None:
-        for key, item in trie.items():
-            name = names.fresh(key)
-            metadata: dict[str, Any] = {} if name == key else {TORCH_NAME: key}
-            if isinstance(item, torch.Tensor):
-                self.covered.add(id(item))
-                fragment = NodeFragment(
-                    "constant", outputs=["y"], parameters={"value": export_tensor(item)}, metadata=metadata or None
-                )
-                ctx.child(name, _made(fragment), {})
-            else:
-                sub = getattr(module, key)
-                ctx.child(name, _Fixed(functools.partial(self._dormant_module, sub, item, metadata)), {})
-
-    def _dormant_module(
-        self, module: nn.Module, trie: dict[str, Any], metadata: dict[str, Any], ctx: ExportContext
-    ) -> NodeFragment:
-        self._dormant(ctx, Names(), module, trie)
-        cls = type(module)
-        return NodeFragment(
-            "Graph",
-            outputs=[],
-            output_bindings={},
-            metadata={"class": f"{cls.__module__}.{cls.__qualname__}", **metadata},
-        )
+            export_dormant(ctx, module, trie, names.fresh)
 
     # -- facts --------------------------------------------------------------------------------
 
@@ -823,10 +787,10 @@ def encoder_fragment(encoder: nn.TransformerEncoder, ctx: ExportContext, ports: 
     masks = {_ENCODER_LAYER_PORTS[port]: Ref(INPUT, port) for port in ports if port != "src"}
     current = Ref(INPUT, "src")
     for index, layer in enumerate(encoder.layers):
-        leaf = _Fixed(functools.partial(_leaf_fragment, layer))
+        leaf = Fixed(functools.partial(_leaf_fragment, layer))
         current = ctx.child(f"layers_{index}", leaf, {"src": current, **masks})["y"]
     if encoder.norm is not None:
-        current = ctx.child("norm", _Fixed(functools.partial(_leaf_fragment, encoder.norm)), {"x": current})["y"]
+        current = ctx.child("norm", Fixed(functools.partial(_leaf_fragment, encoder.norm)), {"x": current})["y"]
     return NodeFragment(
         "TransformerEncoder",
         outputs=["y"],
@@ -839,9 +803,9 @@ def _leaf_fragment(module: nn.Module, ctx: ExportContext) -> NodeFragment:
     return leaves.export_leaf(module, ctx, None)
 
 
-def _made(fragment: NodeFragment) -> _Fixed:
+def _made(fragment: NodeFragment) -> Fixed:
     """An object whose node is ``fragment`` (a function op, a constant)."""
-    return _Fixed(lambda _: fragment)
+    return Fixed(lambda _: fragment)
 
 
 def _with_meta(fragment: NodeFragment, extra: dict[str, Any]) -> NodeFragment:
@@ -1118,7 +1082,7 @@ class _Level:
                 "Graph", outputs=outputs, output_bindings=bindings, metadata={decompose.DECOMPOSED: what}
             )
 
-        refs = self.ctx.child(local, _Fixed(make), inputs, outputs)
+        refs = self.ctx.child(local, Fixed(make), inputs, outputs)
         if several:
             return Several(tuple(Wire(refs[output]) for output in outputs))
         return Wire(refs["y"])
@@ -1240,7 +1204,7 @@ class _Level:
                 fragment = leaves.export_leaf(module, child, constants)
             return _with_meta(fragment, extra)
 
-        refs = self.ctx.child(name, _Fixed(make), inputs)
+        refs = self.ctx.child(name, Fixed(make), inputs)
         self.capture.covered.update(id(tensor) for tensor in module.state_dict(keep_vars=True).values())
         if first is None:
             self.capture.first[id(module)] = _First(f"{self.ctx.node_id}.{name}", fingerprint, list(inputs), list(refs))
@@ -1288,7 +1252,7 @@ class _Level:
             fragment = capture.scope_fragment(child, call, seeds, Names())
             return _with_meta(fragment, extra)
 
-        refs = self.ctx.child(name, _Fixed(make), wires)
+        refs = self.ctx.child(name, Fixed(make), wires)
         if first is None:
             capture.first[id(call.module)] = _First(
                 f"{self.ctx.node_id}.{name}", fingerprint, list(wires), [output for output, _ in interface.outputs]
@@ -1359,7 +1323,7 @@ class _Level:
                 metadata["class"] = f"{cls.__module__}.{cls.__qualname__}"
             return NodeFragment("Graph", outputs=list(bindings), output_bindings=bindings, metadata=metadata or None)
 
-        refs = self.ctx.child(name, _Fixed(make), inputs)
+        refs = self.ctx.child(name, Fixed(make), inputs)
         for key, output in outputs.items():
             self.values[key] = Wire(refs[output])
 

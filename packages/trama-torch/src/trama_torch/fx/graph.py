@@ -32,6 +32,7 @@ from trama.conversion import ExportContext, NodeFragment
 from trama.errors import ExportError, TramaError
 from trama.format import INPUT, Ref
 from trama_torch import functions
+from trama_torch.fragments import dormant_trie, export_dormant
 from trama_torch.fx.containers import Scope, plan_scopes
 from trama_torch.fx.submodule_calls import (
     CallSite,
@@ -81,6 +82,7 @@ def export_traced(module: nn.Module, ctx: ExportContext, site: CallSite) -> Node
     output = live[-1]
     emitter = _Emitter(ctx, trace, plan.names, where, seeds)
     emitter.emit(plan.root)
+    emitter.place_dormant(())
     result = emitter.value(output.args[0])
     names_tree, bindings = _outputs(result, ctx.output_names, where, ctx.node_id)
     current_state().results[ctx.node_id] = names_tree
@@ -156,6 +158,10 @@ class _Emitter:
         #: module (or container) name -> the module path that holds it in this scope
         self.owners: dict[str, str] = {}
         self.used: set[str] = set()
+        #: the module attributes ``forward`` reads (``layers.0.weight``), and the tensors already
+        #: written as unused state: shared by the emitters of one traced module
+        self.reads: set[str] = {str(node.target) for node in trace.graph.nodes if node.op == "get_attr"}
+        self.placed: set[int] = set()
 
     # -- naming --------------------------------------------------------------------------
 
@@ -225,6 +231,30 @@ class _Emitter:
             else:
                 self._function_call(unit)
 
+    def place_dormant(self, path: tuple[str, ...]) -> None:
+        """The state of the module at ``path`` (below the traced one; ``()``: itself) that no
+        node holds: not read by ``forward``, and of no submodule an exported call wrote (a
+        layer ``for layer in self.layers[1:]`` skips), as children of this scope
+        (:func:`trama_torch.fragments.export_dormant`), so that the ``state_dict`` is whole."""
+        traced = self.trace.module
+        try:
+            base = traced.get_submodule(".".join(path)) if path else traced
+        except AttributeError:
+            return  # a flattened container's place: its items are the scope's own
+
+        def held(key: str, tensor: torch.Tensor) -> bool:
+            full = (*path, *key.split("."))
+            if ".".join(full) in self.reads or id(tensor) in self.placed:
+                return True
+            return any(
+                self.ctx.exported(traced.get_submodule(".".join(full[:end]))) is not None
+                for end in range(len(path) + 1, len(full))
+            )
+
+        trie = dormant_trie(base, held)
+        self.placed.update(id(tensor) for tensor in _trie_tensors(trie))
+        export_dormant(self.ctx, base, trie, self._fresh)
+
     def _module_call(self, node: fx.Node) -> None:
         module = self.trace.module.get_submodule(str(node.target))
         name = self.module_names[node]
@@ -280,15 +310,41 @@ class _Emitter:
 
         def inside(ctx: ExportContext) -> NodeFragment:
             emitter = _Emitter(ctx, self.trace, self.module_names, self.where, seeds)
+            emitter.reads, emitter.placed = self.reads, self.placed
             emitter.emit(scope)
+            emitter.place_dormant(scope.path)
             bindings: dict[str, Ref] = {}
             for node in exposed:
                 result[node.name] = _name_outputs(emitter.values[node], node.name, bindings)
-            return NodeFragment("Graph", output_bindings=bindings, outputs=list(bindings))
+            return NodeFragment(
+                "Graph",
+                output_bindings=bindings,
+                outputs=list(bindings),
+                metadata=_class_of(self.trace.module, scope.path),
+            )
 
         refs = self.ctx.child(scope.name, Fixed(inside), ports)
         for node in exposed:
             self.values[node] = names_to_wires(result[node.name], refs)
+
+
+def _class_of(module: nn.Module, path: tuple[str, ...]) -> dict[str, Any] | None:
+    """The metadata naming the class of the container at ``path`` (``ModuleList``), as the
+    capture writes it, so that the imported scope reads as the original; ``None`` for a
+    flattened container's place."""
+    try:
+        cls = type(module.get_submodule(".".join(path)))
+    except AttributeError:
+        return None
+    return {"class": f"{cls.__module__}.{cls.__qualname__}"}
+
+
+def _trie_tensors(trie: Mapping[str, Any]) -> Iterator[torch.Tensor]:
+    for item in trie.values():
+        if isinstance(item, torch.Tensor):
+            yield item
+        else:
+            yield from _trie_tensors(item)
 
 
 def _select(value: Any, index: Any, node: fx.Node, where: str, node_id: str) -> ValueTree:

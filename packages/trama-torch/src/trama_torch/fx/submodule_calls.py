@@ -35,6 +35,7 @@ from trama.conversion import ExportContext, NodeFragment
 from trama.errors import ExportError
 from trama.format import Ref
 from trama_torch import leaves
+from trama_torch.fragments import Fixed
 from trama_torch.fx.trace import (
     EXPORT_HINT,
     ForwardBinding,
@@ -295,21 +296,6 @@ def _same_constants(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 # -- exporting the child --------------------------------------------------------------------
-
-
-class Fixed:
-    """An object whose node is already known: a function op, a constant, a container scope.
-
-    Handed to ``ctx.child`` like a module; being a fresh object each time, it is never taken
-    for a second use of something exported before."""
-
-    def __init__(self, make: Any) -> None:
-        self._make = make
-
-    def to_node(self, ctx: ExportContext) -> NodeFragment:
-        fragment = self._make(ctx)
-        assert isinstance(fragment, NodeFragment)
-        return fragment
 
 
 def call_child(ctx: ExportContext, name: str, module: nn.Module, site: CallSite) -> ValueTree:
