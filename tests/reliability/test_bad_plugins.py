@@ -560,6 +560,44 @@ CASES = [
 ]
 
 
+class PluginsOwnBaseException(BaseException):
+    """A plugin's own exception that is not an ``Exception``."""
+
+
+#: What a plugin may raise that is not an ``Exception`` (each is the plugin's failure, reported
+#: like any other, while ``KeyboardInterrupt`` still stops): made afresh for each use, with the
+#: end of the report it gets. ``Skipped`` is what ``pytest.importorskip`` raises.
+BASE_EXCEPTIONS: dict[str, tuple[Callable[[], BaseException], str]] = {
+    "skipped": (lambda: pytest.skip.Exception("could not import 'scipy'"), r"Skipped: could not import 'scipy'$"),
+    "generator-exit": (lambda: GeneratorExit("closed"), r"GeneratorExit: closed$"),
+    "system-exit": (lambda: SystemExit(4), r"SystemExit: 4$"),
+    "own": (lambda: PluginsOwnBaseException("mine"), r"PluginsOwnBaseException: mine$"),
+}
+HOOKS = (
+    "trama_op_specs",
+    "trama_opsets",
+    "trama_frameworks",
+    "trama_op_implementations",
+    "trama_exporters",
+    "trama_factory_adapters",
+    "trama_runtimes",
+)
+
+
+def raising(make: Callable[[], BaseException]) -> Callable[[], Any]:
+    def hook() -> Any:
+        raise make()
+
+    return hook
+
+
+BASE_CASES = [
+    Case(f"{hook}-{kind}", {hook: raising(make)}, hook, r"failed: " + reason)
+    for hook in HOOKS
+    for kind, (make, reason) in BASE_EXCEPTIONS.items()
+]
+
+
 def install(bad: Any, *, last: bool = False) -> PluginHost:
     """trama-numpy, trama-acme and trama-bad (first, or last), made the process's plugins."""
     good = [
@@ -768,6 +806,46 @@ def test_a_plugin_that_cannot_be_loaded_is_reported(plugin: Any, reason: str, tm
     assert any(re.search(reason, error) for error in infos["trama-bad"].errors), infos["trama-bad"].errors
 
 
+@contextlib.contextmanager
+def nothing_escapes() -> Iterator[None]:
+    """Fail the test when a plugin's ``BaseException`` gets through trama: pytest would
+    otherwise take an escaped ``Skipped`` for a skip and an escaped ``SystemExit`` for an exit."""
+    try:
+        yield
+    except (pytest.skip.Exception, GeneratorExit, SystemExit, PluginsOwnBaseException) as exc:
+        pytest.fail(f"the plugin's {type(exc).__name__} got through trama: {exc!r}")
+
+
+@pytest.mark.parametrize("case", BASE_CASES, ids=[case.id for case in BASE_CASES])
+def test_a_hook_raising_a_base_exception_is_reported_and_left_out(case: Case, tmp_path: Path) -> None:
+    with nothing_escapes():
+        test_a_bad_return_value_is_reported_and_left_out(case, tmp_path)
+
+
+@pytest.mark.parametrize("kind", BASE_EXCEPTIONS)
+def test_a_plugin_raising_a_base_exception_at_import_is_reported(kind: str, tmp_path: Path) -> None:
+    make, reason = BASE_EXCEPTIONS[kind]
+    with nothing_escapes():
+        test_a_plugin_that_cannot_be_loaded_is_reported(make(), r"^import failed: " + reason, tmp_path)
+
+
+@pytest.mark.parametrize("where", ["import", *HOOKS])
+def test_a_keyboard_interrupt_still_stops(where: str) -> None:
+    """Ctrl-C is the user's, not the plugin's failure: it goes through."""
+    bad = KeyboardInterrupt() if where == "import" else plugin_with(**{where: raising(KeyboardInterrupt)})
+
+    def everything() -> None:
+        host = install(bad)
+        host.plugins()
+        trama.registry("numpy")
+        host.runtimes()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(KeyboardInterrupt):
+            everything()
+
+
 def test_a_hook_wrapper_is_refused() -> None:
     def trama_op_specs() -> Iterator[None]:
         yield  # a wrapper would see the other plugins' results; trama never calls it
@@ -841,6 +919,35 @@ def trama_op_implementations(framework):
 """
 
 
+BASE_EXCEPTIONS_MODULE = """
+import pytest
+from trama.extension import hookimpl
+
+class PluginsOwnBaseException(BaseException):
+    pass
+
+@hookimpl
+def trama_op_specs():
+    raise PluginsOwnBaseException("mine")
+
+@hookimpl
+def trama_opsets():
+    raise GeneratorExit("closed")
+
+@hookimpl
+def trama_frameworks():
+    pytest.importorskip("trama_no_such_module_anywhere")
+
+@hookimpl
+def trama_op_implementations(framework):
+    raise SystemExit(5)
+
+@hookimpl
+def trama_runtimes():
+    raise PluginsOwnBaseException("no runtime")
+"""
+
+
 def write_distribution(
     site: Path, name: str, entry_points: str | bytes, modules: Mapping[str, str] | None = None
 ) -> None:
@@ -869,6 +976,23 @@ def broken_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     write_distribution(site, "trama-badreturns", "[trama]\nbad = bad_returns\n", {"bad_returns": BAD_RETURNS_MODULE})
     write_distribution(site, "trama-unreadable", b"[trama]\nbroken = caf\xe9:\xff\n")
+    # A plugin's BaseExceptions, at import and from each hook.
+    write_distribution(
+        site,
+        "trama-skips",
+        "[trama]\nskips = skips_plugin\n",
+        {"skips_plugin": "import pytest\npytest.importorskip('trama_no_such_module_anywhere')\n"},
+    )
+    write_distribution(
+        site, "trama-closes", "[trama]\ncloses = closes_plugin\n", {"closes_plugin": "raise GeneratorExit('closed')\n"}
+    )
+    write_distribution(
+        site,
+        "trama-own",
+        "[trama]\nown = own_plugin\n",
+        {"own_plugin": "class Own(BaseException):\n    pass\nraise Own('at import')\n"},
+    )
+    write_distribution(site, "trama-basehooks", "[trama]\nbase = base_hooks\n", {"base_hooks": BASE_EXCEPTIONS_MODULE})
     trama.dump(two_plugin_model(), site / "two.trama.json")
     np.save(site / "x.npy", X)
     return site
@@ -881,6 +1005,10 @@ EXPECTED_ERRORS = {
     "trama-exits": "import failed: SystemExit: 3",
     "trama-badreturns": "trama_op_specs returned int, not a sequence of OpSpec",
     "trama-unreadable": "its entry points could not be read: UnicodeDecodeError",
+    "trama-skips": "import failed: Skipped: could not import 'trama_no_such_module_anywhere'",
+    "trama-closes": "import failed: GeneratorExit: closed",
+    "trama-own": "import failed: Own: at import",
+    "trama-basehooks": "trama_op_specs failed: PluginsOwnBaseException: mine",
 }
 
 
@@ -896,6 +1024,10 @@ def test_trama_plugins_lists_every_broken_install_in_a_fresh_process(broken_site
         "trama_opsets returned list, not a mapping",
         "trama_frameworks returned generator, which failed while read: RuntimeError: lazy and broken",
         "trama_op_implementations for 'numpy': op 'acme.Double' refused: its factory is str, which is not callable",
+        "trama_opsets failed: GeneratorExit: closed",
+        "trama_frameworks failed: Skipped: could not import 'trama_no_such_module_anywhere'",
+        "trama_op_implementations for 'numpy' failed: SystemExit: 5",
+        "trama_runtimes failed: PluginsOwnBaseException: no runtime",
     ):
         assert f"  error: {error}" in text.stdout, text.stdout
     listing = run_cli("plugins", "--json", env=env, timeout_s=60)

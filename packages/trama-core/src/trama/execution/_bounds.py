@@ -72,11 +72,12 @@ def framework_failures(what: str, *, node_id: str | None = None, op: str | None 
 
     ``MemoryError`` and ``RecursionError`` are exceptions like the others here: a model too
     large for this machine, or a framework recursing too deep, is the model's failure to run,
-    not a crash of the caller."""
+    not a crash of the caller. So is any ``BaseException`` a plugin's code raises
+    (``SystemExit``, ``GeneratorExit``...), but ``KeyboardInterrupt``."""
     try:
         yield
-    except TramaError:
+    except (TramaError, KeyboardInterrupt):
         raise
-    except Exception as exc:
+    except BaseException as exc:  # a factory's or kernel's sys.exit() or BaseException too
         subject = f"{op} failed" if op is not None else f"{what} failed"
         raise ExecutionError(f"{subject}: {describe_failure(exc)}", node_id=node_id) from exc

@@ -85,9 +85,9 @@ class ExecutionPlan:
                         states[step.node.id] = new_state
                 else:
                     results = step.kernel(arguments)
-            except TramaError:
+            except (TramaError, KeyboardInterrupt):
                 raise
-            except Exception as exc:
+            except BaseException as exc:  # a kernel's sys.exit() or BaseException too: its failure
                 raise ExecutionError(f"{step.node.op} failed: {describe_failure(exc)}", node_id=step.node.id) from exc
             if timer is not None:
                 timer(step, clock() - started)

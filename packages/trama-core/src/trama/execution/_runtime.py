@@ -118,7 +118,9 @@ def availability(runtime: Runtime) -> tuple[bool, str | None]:
         if runtime.is_available():
             return True, None
         return False, runtime.unavailable_reason()
-    except Exception as error:  # a plugin's or a framework's defect, reported
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # a plugin's or a framework's defect (sys.exit() too), reported
         message = " ".join(str(error).split())[:300]
         return False, f"its availability check failed: {type(error).__name__}: {message}"
 

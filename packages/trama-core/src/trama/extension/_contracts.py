@@ -103,7 +103,9 @@ def describe_exception(exc: BaseException) -> str:
     """``ValueError: reason`` for an exception a plugin raised, whatever its ``__str__`` does."""
     try:
         text = str(exc)
-    except Exception:  # a plugin's exception may fail to print itself
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a plugin's exception may fail to print itself
         text = "<the exception's message could not be printed>"
     return f"{type_name(exc).rpartition('.')[2]}: {text}" if text else type_name(exc).rpartition(".")[2]
 

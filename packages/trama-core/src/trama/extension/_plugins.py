@@ -91,9 +91,12 @@ CORE_DISTRIBUTION = "trama"
 #: The standard catalog's plugin module, loaded by name like any entry point's (the catalog
 #: is a layer above this one).
 CORE_PLUGIN = "trama.catalog.plugin"
-#: What a plugin is allowed to raise without taking the process down: any error, and
-#: ``SystemExit`` (a plugin module that calls ``sys.exit()``). ``KeyboardInterrupt`` still stops.
-_PLUGIN_FAILURES = (Exception, SystemExit)
+#: What a plugin may not raise without stopping the process: ``KeyboardInterrupt`` (the user
+#: asked). Anything else it raises is its failure, reported as such: an error, ``SystemExit`` (a
+#: module that calls ``sys.exit()``), ``GeneratorExit``, pytest's ``Skipped`` (an
+#: ``importorskip`` at import), a ``BaseException`` of its own. Each handler below re-raises
+#: these first, then takes ``BaseException``.
+_NOT_ISOLATED = (KeyboardInterrupt,)
 
 
 class PluginLoadWarning(UserWarning):
@@ -317,7 +320,9 @@ class PluginHost:
             return
         try:
             plugin.module = entry.load()
-        except _PLUGIN_FAILURES as exc:  # a broken plugin must not take the others down
+        except _NOT_ISOLATED:
+            raise
+        except BaseException as exc:  # a broken plugin must not take the others down
             plugin.report(f"import failed: {describe_exception(exc)}")
             self._plugins.append(plugin)
             return
@@ -326,7 +331,9 @@ class PluginHost:
     def _add(self, plugin: _Plugin) -> None:
         try:
             self._manager.register(plugin.module, name=f"{plugin.distribution}:{plugin.name}")
-        except _PLUGIN_FAILURES as exc:  # pluggy refuses malformed hook implementations
+        except _NOT_ISOLATED:
+            raise
+        except BaseException as exc:  # pluggy refuses malformed hook implementations
             plugin.report(f"registration failed: {describe_exception(exc)}")
         else:
             names = set(self._hook_names(plugin))
@@ -359,7 +366,9 @@ class PluginHost:
                 for impl in caller.get_hookimpls()
                 if impl.plugin is plugin.module
             ]
-        except _PLUGIN_FAILURES:  # an object whose attributes fail when pluggy looks at them
+        except _NOT_ISOLATED:
+            raise
+        except BaseException:  # an object whose attributes fail when pluggy looks at them
             return []
 
     def _hook_names(self, plugin: _Plugin) -> list[str]:
@@ -373,7 +382,9 @@ class PluginHost:
                 for name in dir(plugin.module)
                 if name.startswith("trama_") and self._manager.parse_hookimpl_opts(plugin.module, name) is not None
             ]
-        except _PLUGIN_FAILURES:
+        except _NOT_ISOLATED:
+            raise
+        except BaseException:
             return []
 
     def _impl(self, plugin: _Plugin, hook: str) -> Any:
@@ -405,7 +416,9 @@ class PluginHost:
         kwargs = {"framework": framework} if "framework" in impl.argnames else {}
         try:
             value = impl.function(**kwargs)
-        except _PLUGIN_FAILURES as exc:
+        except _NOT_ISOLATED:
+            raise
+        except BaseException as exc:
             plugin.report(f"{where} failed: {describe_exception(exc)}")
             return []
         if value is None and framework is not None:
@@ -414,7 +427,9 @@ class PluginHost:
             return read(value, expected)
         except ContractError as exc:
             plugin.report(f"{where} {exc}; nothing it returned is used")
-        except _PLUGIN_FAILURES as exc:  # a generator or a mapping that fails while it is read
+        except _NOT_ISOLATED:
+            raise
+        except BaseException as exc:  # a generator or a mapping that fails while it is read
             plugin.report(
                 f"{where} returned {type_name(value)}, which failed while read: {describe_exception(exc)}; "
                 "nothing it returned is used"
@@ -428,7 +443,9 @@ class PluginHost:
             return check(value)
         except ContractError as exc:
             plugin.report(f"{where}: {what} refused: {exc}")
-        except _PLUGIN_FAILURES as exc:  # the item's own code failed while it was looked at
+        except _NOT_ISOLATED:
+            raise
+        except BaseException as exc:  # the item's own code failed while it was looked at
             plugin.report(f"{where}: {what} refused: looking at it raised {describe_exception(exc)}")
         return _REFUSED
 
@@ -681,7 +698,9 @@ class PluginHost:
                         adapted[name] = (result, owner)
                 except ContractError as exc:
                     plugin.report(f"{where}: adapter {index} refused: {exc}; the factories are used without it")
-                except _PLUGIN_FAILURES as exc:
+                except _NOT_ISOLATED:
+                    raise
+                except BaseException as exc:
                     plugin.report(f"{where}: a factory adapter failed: {describe_exception(exc)}")
                 else:
                     factories = adapted
@@ -762,7 +781,9 @@ def _trama_entry_points() -> list[Any]:
                 seen.add(key)
             if _may_have_entry_points(dist):
                 found.extend(dist.entry_points.select(group=ENTRY_POINT_GROUP))
-        except _PLUGIN_FAILURES as exc:
+        except _NOT_ISOLATED:
+            raise
+        except BaseException as exc:
             found.append(_UnreadableEntryPoints(dist, describe_exception(exc)))
     return found
 
@@ -826,7 +847,9 @@ def _distribution_name(entry: Any) -> str:
     try:
         dist = getattr(entry, "dist", None)
         name = None if dist is None else _metadata_field(dist, "Name") or dist.name
-    except _PLUGIN_FAILURES:  # broken metadata
+    except _NOT_ISOLATED:
+        raise
+    except BaseException:  # broken metadata
         name = None
     if isinstance(name, str) and name:
         return name
@@ -838,7 +861,9 @@ def _distribution_version(entry: Any) -> str:
     try:
         dist = getattr(entry, "dist", None)
         version = None if dist is None else _metadata_field(dist, "Version") or dist.version
-    except _PLUGIN_FAILURES:
+    except _NOT_ISOLATED:
+        raise
+    except BaseException:
         version = None
     return version if isinstance(version, str) and version else "?"
 

@@ -10,11 +10,13 @@ then renamed into place; a rename within a folder is atomic. An inline document 
 An external document is two, and two renames cannot be made one, so the weights file is *not*
 renamed over its predecessor: its name is new for new content. The writer names it after what it
 holds (``model.<16 hex digits>.safetensors``, the XXH3 of its header and of its tensors'
-checksums), renames it into place beside the old one, syncs the folder, and only then renames the
-JSON over the old JSON. That last rename is the commit: before it the old JSON still names the
-old weights file, which nothing has touched; after it the new JSON names a weights file that is
-already durable. Equal content gives an equal name, so rewriting an unchanged model replaces the
-weights file with identical bytes, which no reader can tell apart.
+checksums; ``model`` is the document's name less ``.trama.json`` and any character a reader
+refuses in an external path, :func:`weights_stem`), renames it into place beside the old one,
+syncs the folder, and only then renames the JSON over the old JSON. That last rename is the
+commit: before it the old JSON still names the old weights file, which nothing has touched;
+after it the new JSON names a weights file that is already durable. Equal content gives an
+equal name, so rewriting an unchanged model replaces the weights file with identical bytes,
+which no reader can tell apart.
 
 **Collecting superseded weights files.** After the commit, weights files of this document that
 the new JSON does not name are removed. A file is this document's if trama wrote it for this
@@ -70,7 +72,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from trama.errors import WriteError
-from trama.format._files import read_at
+from trama.format._files import read_at, refused_in_path
 
 try:
     import fcntl
@@ -90,6 +92,7 @@ __all__ = [
     "replace_file",
     "step",
     "step_hook",
+    "weights_stem",
     "write_errors",
 ]
 
@@ -118,6 +121,25 @@ def document_stem(name: str) -> str:
         if name.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)]
     return name
+
+
+#: The stem of the weights files of a document whose name keeps nothing of its own (below).
+FALLBACK_STEM = "weights"
+#: The longest stem, in bytes of UTF-8: a weights file's name adds 29 bytes to it and its
+#: temporary file's 31, and a file name has at most 255 on most file systems.
+MAX_STEM_BYTES = 200
+
+
+def weights_stem(name: str) -> str:
+    """The part of the names of the weights files of the document named ``name`` that comes
+    from it: its :func:`document_stem` without the characters a reader refuses in an external
+    path (:func:`~trama.format._files.refused_in_path`: ``a\tb.trama.json`` -> ``ab``), at most
+    :data:`MAX_STEM_BYTES` long, and :data:`FALLBACK_STEM` when nothing is left. The document
+    names its weights file, so a name the reader refuses would make a document that cannot be
+    loaded."""
+    stem = "".join(char for char in document_stem(name) if not refused_in_path(char) and char != "/")
+    stem = stem.encode("utf-8")[:MAX_STEM_BYTES].decode("utf-8", "ignore")
+    return stem or FALLBACK_STEM
 
 
 def owner_prefix(document: str) -> bytes:
@@ -320,7 +342,7 @@ def commit_document(document: Path, temp: TempFile, weights: tuple[TempFile, str
         _sync_folder(folder)
         if locked:
             _collect(document, {weights[1]} if weights is not None else set(), legacy)
-    remove_stale_temps(folder, [document.name, document_stem(document.name) + ".safetensors"])
+    remove_stale_temps(folder, [document.name, weights_stem(document.name) + ".safetensors"])
 
 
 def _retirement_note(document: Path) -> Path:
@@ -350,7 +372,7 @@ def _legacy_to_retire(document: Path) -> Path | None:
 
 def _collect(document: Path, keep: set[str], legacy: Path | None) -> None:
     """Remove this document's weights files that it no longer names. Runs under the lock."""
-    stem = re.escape(document_stem(document.name))
+    stem = re.escape(weights_stem(document.name))
     pattern = re.compile(stem + r"\.[0-9a-f]{16}\.safetensors")
     prefix = owner_prefix(document.name)
     with os.scandir(document.parent) as entries:

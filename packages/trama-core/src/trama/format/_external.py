@@ -46,7 +46,7 @@ import xxhash
 from trama.errors import WeightsFileError
 from trama.format._commit import owner_prefix
 from trama.format._dtypes import SAFETENSORS_DTYPES, dtype_name, numpy_dtype
-from trama.format._files import NotRegularFileError, open_regular, read_at, read_into
+from trama.format._files import NotRegularFileError, open_regular, read_at, read_into, refused_in_path
 from trama.format._tensor import Tensor, TensorSource, fresh_bytes
 
 __all__ = [
@@ -207,6 +207,9 @@ class SafetensorsFile:
                 f"cannot open weights file {str(path)!r}: {exc.strerror}", location=location
             ) from None
         try:
+            info = os.fstat(fd)
+            #: Which file this is (device, inode): a document's resolver opens each file once.
+            self.identity = (info.st_dev, info.st_ino)
             header, header_len = self._read_header(fd, size, location)
             if mapped:
                 self._map = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
@@ -368,14 +371,15 @@ def check_reference(reference: Any, where: str) -> PurePosixPath:
     ):
         raise WeightsFileError('external is {"path": string, "key": string, "checksum": string}', location=where)
     path = reference["path"]
-    if "\x00" in path or not path.isprintable() or any("\ud800" <= char <= "\udfff" for char in path):
+    refused = {char for char in path if refused_in_path(char)}
+    if refused - {"\\"}:
         raise WeightsFileError(
             f"external path {path!a} holds a character no file name may (a NUL, a control character "
             "or a lone surrogate)",
             location=f"{where}/path",
         )
     relative = PurePosixPath(path)
-    if relative.is_absolute() or ".." in relative.parts or not relative.parts or "\\" in reference["path"]:
+    if relative.is_absolute() or ".." in relative.parts or not relative.parts or refused:
         raise WeightsFileError(
             f"external path {reference['path']!r} must be relative and stay inside the document's folder",
             location=f"{where}/path",
@@ -388,7 +392,12 @@ def make_resolver(
 ) -> Callable[[Any, str, tuple[int, ...], str], TensorSource]:
     """A resolver for :func:`trama.format._codec.decode_document` that opens each weights file
     once: read into private copies, or (``mmap_weights``) mapped; see the module's notes."""
+    # Each file is opened once, and its header read once, however the document spells its path
+    # (``w.safetensors``, ``./w.safetensors``, ``a/../w.safetensors`` through a link...): by
+    # the spelling for speed, then by the file itself (device and inode) for the promise.
     files: dict[str, SafetensorsFile] = {}
+    opened: dict[tuple[int, int], SafetensorsFile] = {}
+    folder: list[Path] = []  # the real path of base_dir, once it is needed
 
     def resolve(reference: Any, dtype: str, shape: tuple[int, ...], location: str) -> TensorSource:
         where = f"{location}/external"
@@ -407,16 +416,32 @@ def make_resolver(
                     f"external path {reference['path']!r} cannot be resolved: {why}",
                     location=f"{where}/path",
                 ) from None
-            if not real.is_relative_to(base_dir.resolve()):
+            if not folder:
+                folder.append(base_dir.resolve())
+            if not real.is_relative_to(folder[0]):
                 raise WeightsFileError(
                     f"external path {reference['path']!r} leads outside the document's folder (through a "
                     "symbolic link); readers only read weights inside it",
                     location=f"{where}/path",
                 )
-            file = files[reference["path"]] = SafetensorsFile(path, f"{where}/path", mapped=mmap_weights)
+            identity = _identity(real)
+            file = opened.get(identity) if identity is not None else None
+            if file is None:
+                file = SafetensorsFile(path, f"{where}/path", mapped=mmap_weights)
+                opened.setdefault(file.identity, file)
+            files[reference["path"]] = file
         return ExternalSource(file, reference["key"], reference["checksum"], where)
 
     return resolve
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The device and inode of the file at ``path``, or ``None`` (opening it says why)."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino
 
 
 def external_reference(path: str, name: str, tensor: Tensor, sums: dict[str, str]) -> dict[str, Any]:

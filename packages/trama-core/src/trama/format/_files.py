@@ -14,7 +14,7 @@ import stat
 import threading
 from pathlib import Path
 
-__all__ = ["NotRegularFileError", "open_regular", "read_at", "read_into", "read_regular"]
+__all__ = ["NotRegularFileError", "open_regular", "read_at", "read_into", "read_regular", "refused_in_path"]
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
@@ -37,6 +37,17 @@ def _kind(mode: int) -> str:
     if stat.S_ISSOCK(mode):
         return "a socket"
     return "not a regular file"
+
+
+def refused_in_path(char: str) -> bool:
+    """Whether an external weights path may not hold ``char``: the one rule for the characters of
+    such a path, which the reader enforces and the writer follows when it names a weights file.
+
+    Refused: whatever is not printable (a NUL, a tab, a newline, DEL, a no-break or zero-width
+    space, a line separator, a bidirectional override, the lone surrogate that stands for a byte
+    of a file name that is not UTF-8: a name that cannot be shown, typed or spelled the same on
+    every system) and the backslash (a folder separator on Windows)."""
+    return char == "\\" or not char.isprintable()
 
 
 def open_regular(path: Path) -> tuple[int, int]:

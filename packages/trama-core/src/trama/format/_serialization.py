@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, Literal
 
 import numpy as np
 
-from trama.errors import TramaError, WeightsFileError
+from trama.errors import TramaError, WeightsFileError, WriteError
 from trama.format import _commit
 from trama.format._codec import decode_document
 from trama.format._dtypes import numpy_dtype
@@ -35,6 +35,7 @@ from trama.format._external import (
 )
 from trama.format._files import NotRegularFileError, open_regular, read_regular
 from trama.format._jsontext import DocumentFile, gc_paused, lift_text, parse_json
+from trama.format._memory import out_of_memory
 from trama.format._model import Model
 from trama.format._progress import Progress, progress_line
 from trama.format._specs import OpRegistry
@@ -91,6 +92,33 @@ def _decode(
 ) -> Model:
     """:func:`loads`, for :func:`load` too: which passes a large document as its open file (and
     the ``progress`` of reading it, and whether its inline tensors are decoded as it is read)."""
+    try:
+        return _decode_text(
+            text,
+            validate=validate,
+            registry=registry,
+            base_dir=base_dir,
+            mmap_weights=mmap_weights,
+            progress=progress,
+            lazy_inline=lazy_inline,
+        )
+    except MemoryError:
+        pass
+    # Raised here, once the handler has let go of the failed read's frames and what they held.
+    raise out_of_memory("read the document")
+
+
+def _decode_text(
+    text: str | bytes | mmap.mmap | DocumentFile,
+    *,
+    validate: bool,
+    registry: OpRegistry | None,
+    base_dir: PathLike | None,
+    mmap_weights: bool,
+    progress: Progress | None,
+    lazy_inline: bool,
+) -> Model:
+    """:func:`_decode`, which turns a ``MemoryError`` raised here into a trama error."""
     resolver = make_resolver(Path(base_dir), mmap_weights=mmap_weights) if base_dir is not None else None
     with gc_paused():
         lifted = lift_text(text, progress, decode=not lazy_inline, hashers=checksum_hasher)
@@ -447,7 +475,7 @@ def _dump_external(model: Model, file: Path, progress: Progress, proof: Structur
     invalid model are never written at all (their time dwarfs a validation's anyway)."""
     tensors = {name: entry.value for name, entry in model.parameters.items() if isinstance(entry.value, Tensor)}
     folder = file.parent
-    stem = _commit.document_stem(file.name)
+    stem = _commit.weights_stem(file.name)
     if not tensors:  # nothing to put beside it: the document alone
         with _temporary(folder, file.name) as temp:
             temp.write(_utf8(model_text(model, _inline_tensor, proof=proof)))
@@ -460,6 +488,7 @@ def _dump_external(model: Model, file: Path, progress: Progress, proof: Structur
         written = write_safetensors(_counted(weights_temp.write, progress), tensors, document=file.name)
         weights_temp.sync()
         name = f"{stem}.{written.content_id}.safetensors"
+        _loadable_reference(name, file)
 
         def reference(key: str, tensor: Tensor) -> dict[str, Any]:
             return external_reference(name, key, tensor, written.checksums)
@@ -469,6 +498,19 @@ def _dump_external(model: Model, file: Path, progress: Progress, proof: Structur
             temp.write(_utf8(text))
             temp.sync()
             _commit.commit_document(file, temp, (weights_temp, name))
+
+
+def _loadable_reference(name: str, file: Path) -> None:
+    """Refuse, before anything is replaced, to commit a document whose reference to its weights
+    file ``name`` a reader would refuse (:func:`~trama.format._commit.weights_stem` makes sure it
+    never is: this is the reader's own check, so that the two cannot drift apart)."""
+    try:
+        check_reference({"path": name, "key": "", "checksum": ""}, "/")
+    except WeightsFileError as exc:
+        raise WriteError(
+            f"cannot write {str(file)!a} with external weights: its weights file would be named "
+            f"{name!a}, which a reader refuses ({exc.message})"
+        ) from None
 
 
 @contextmanager

@@ -45,6 +45,7 @@ from msgspec import UNSET, Struct, UnsetType
 from trama.errors import TramaError
 from trama.format._codec import ExternalResolver, _Decoder
 from trama.format._jsontext import LiftedText
+from trama.format._memory import allocations_may_fail, can_reserve
 from trama.format._model import INPUT, Model, Node, Ref
 from trama.format._names import NAME, is_op_name
 from trama.format._validation import Declared, all_dotted, binding_errors, call_errors, table_errors
@@ -94,6 +95,10 @@ class _Document(Struct, forbid_unknown_fields=True, gc=False):
 
 _DECODER = msgspec.json.Decoder(_Document)
 _ENCODER = msgspec.json.Encoder()
+#: The most memory decoding may take per byte of text, where an allocation may fail (see
+#: :mod:`trama.format._memory`): a typical graph takes about 4, and the worst text measured
+#: (empty lists nested in lists) 47.
+MEMORY_PER_BYTE = 64
 _VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\Z")
 #: A colon spelled as an escape: the text's colons would no longer count its members.
 _ESCAPED_COLONS = (b"\\u003a", b"\\u003A")
@@ -111,6 +116,11 @@ def decode_typed(lifted: LiftedText, resolver: ExternalResolver | None) -> tuple
     if not isinstance(text, (bytes, bytearray)) or (
         b"\\u003" in text and any(escape in text for escape in _ESCAPED_COLONS)
     ):
+        return None
+    # msgspec crashes (SIGSEGV) where a string's allocation fails: it is given only a text whose
+    # decoding can have all the memory it may take, and where no allocation may fail, one whose
+    # largest string can be allocated.
+    if not can_reserve(len(text) * (MEMORY_PER_BYTE if allocations_may_fail() else 1)):
         return None
     try:
         document = _DECODER.decode(text)
@@ -133,15 +143,19 @@ def decode_typed(lifted: LiftedText, resolver: ExternalResolver | None) -> tuple
         return None
 
 
-def _colons(value: Any) -> int:
-    """The colons of a free-form value's JSON text: its members, and those inside its strings."""
-    return _ENCODER.encode(value).count(b":")
-
-
 def _build(document: _Document, decoder: _Decoder, colons: int) -> tuple[Model, bool]:
     """Build the model, checking as :class:`~trama.format._codec._Decoder` does and proving the
     per-node rules of :func:`~trama.format._validation.node_errors` on the way; ``colons``, the
     text's, must be the count of what was decoded (see the module's notes on repeated keys)."""
+    buffer = bytearray()
+
+    def _colons(value: Any) -> int:
+        """The colons of a free-form value's JSON text: its members, and those in its strings.
+        Encoded into one reused buffer: msgspec's ``encode`` crashes where growing its buffer
+        fails, ``encode_into`` raises ``MemoryError``."""
+        _ENCODER.encode_into(value, buffer)
+        return buffer.count(b":")
+
     # The document's five required members, its outputs' two each, its free-form parts.
     members = 5 + 2 * len(document.outputs) + _colons(document.parameters)
     for part in (document.metadata, document.opsets, document.input_facts, document.output_facts):
