@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "torch-runtime": ("bench_torch_runtime.py", [], ["--repeat", "1", "--inner", "3", "--number", "2"]),
     "jax-runtime": ("bench_jax_runtime.py", [], ["--repeat", "1", "--inner", "3", "--number", "2"]),
     "structure": ("bench_structure.py", [], []),
+    "validate": ("bench_validate.py", [], ["--sizes", "1.6", "--repeat", "1"]),
 }
 
 
@@ -223,6 +224,30 @@ def summary_rows(results: dict[str, Any]) -> list[list[str]]:
                 f"{ours['nodes']} / {onnx['nodes']} nodes",
             ]
         )
+    validate = results.get("validate")
+    if validate:
+        t = validate["targets"]
+        for label, s in validate["summary"].items():
+            value = s["validate vs load time"]
+            rows.append(
+                [
+                    f"validate: {label} schema-heavy document, validate / load time",
+                    f"{ratio(value)} ({_s(s['validate seconds'])})",
+                    f"load {_s(s['load seconds'])}",
+                    f"<= {t['validate vs load time']:g}x",
+                    verdict(value, t["validate vs load time"]),
+                ]
+            )
+            value = s["validate peak vs file"]
+            rows.append(
+                [
+                    f"validate: {label} schema-heavy document, validate peak / file size",
+                    ratio(value, 1),
+                    f"load {ratio(s['load peak vs file'], 1)}",
+                    f"<= {t['validate peak vs file']:g}x",
+                    verdict(value, t["validate peak vs file"]),
+                ]
+            )
     return rows
 
 

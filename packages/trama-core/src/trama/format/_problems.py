@@ -1,6 +1,16 @@
 """Every problem in a document, as ``trama validate`` reports them: a library function, so that
 an editor, a CI check or a web service can show the same list the command line does.
 
+**Proof first, explanation on failure.** A document of the current format is read first as
+:func:`trama.load` reads it: the typed reader (:mod:`trama.format._typed`) checks every member's
+JSON type and proves the structural rules while it builds the model, and :func:`proven_valid`
+checks the one thing the JSON Schema asks beyond what that reading refuses. A document proven so,
+whose tensors all decode, is valid: validating it costs what loading it costs, in time and
+memory, and the JSON Schema pass never runs (nor is jsonschema imported). The schema stays the
+contract: a document the proof does not accept is judged by the stages below, the schema among
+them, and what it is refused for, and in which words, is theirs. ``tests/test_validate_proof.py``
+holds both ways to the same report over the fixtures, the fuzz seeds and their mutations.
+
 The stages run in order, and a stage that cannot proceed ends the list: JSON parsing, the format
 version, the JSON Schema (current format only), decoding. Past decoding nothing blocks, so
 structural errors and every corrupt tensor are reported together. Each problem carries its
@@ -19,9 +29,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from trama.errors import TramaError
 from trama.format._codec import decode_document, parse_format_version
@@ -31,6 +39,7 @@ from trama.format._jsontext import (
     Blob,
     DecodedRun,
     DocumentFile,
+    LiftedText,
     ParsedText,
     TextRun,
     gc_paused,
@@ -42,10 +51,14 @@ from trama.format._names import DOTTED_ID, MAX_ENTRY_SEGMENTS, MAX_NODE_DEPTH, d
 from trama.format._progress import progress_line
 from trama.format._schema import ENTRY_NAME_PATTERN, NODE_ID_PATTERN, json_schema
 from trama.format._tensor import Tensor
+from trama.format._typed import decode_typed
 from trama.format._validation import collect_errors
 from trama.version import FORMAT_MAJOR, FORMAT_MINOR
 
-__all__ = ["Problem", "document_problems", "schema_violations"]
+if TYPE_CHECKING:
+    import jsonschema
+
+__all__ = ["Problem", "document_problems", "proven_valid", "schema_violations"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +87,84 @@ def document_problems(data: bytes | mmap.mmap | DocumentFile, folder: Path, *, s
 
     ``data`` may be a large document's open file (:class:`~trama.format._jsontext.DocumentFile`),
     read a block at a time. Every tensor is decoded and verified, one at a time, none kept: the
-    memory is that of the structure and the largest tensor, whatever the weights add up to."""
+    memory is that of the structure and the largest tensor, whatever the weights add up to.
+
+    A document of the current format is first read as :func:`trama.load` reads it, by the typed
+    reader (:mod:`trama.format._typed`), which proves its structure while it builds the model;
+    :func:`proven_valid` adds what the JSON Schema asks beyond that. A document proven so is
+    valid, and costs what loading it costs. Anything else (a problem found, a document the
+    typed reader leaves to the careful one, another format version) is explained by the stages
+    as they always ran (:func:`_explained_problems`), the JSON Schema's included: what a
+    document is refused for, and in which words, is theirs.
+    """
     try:
-        if isinstance(data, DocumentFile):
-            with progress_line(None, f"reading {data.name}", data.size) as line:
-                parsed = parse_json(lift_text(data, line if line.shown else None))
-        else:
-            parsed = parse_json(data)
+        lifted = _lifted(data)
+    except TramaError as exc:
+        return [Problem.of(exc)]
+    resolver = make_resolver(folder)
+    with gc_paused():
+        typed = decode_typed(lifted, resolver)
+    if typed is not None:
+        model, sound = typed
+        del typed
+        if not schema:  # the careful reader would build the same model: its errors are these
+            errors = [] if sound else collect_errors(model)
+            return [Problem.of(error) for error in errors] + _tensor_problems(model)
+        if sound and proven_valid(model):
+            tensor_problems = _tensor_problems(model)
+            if not tensor_problems:
+                return []
+            # The structure is sound: the schema, which checks a tensor's text too, speaks first.
+            del model
+            violations = schema_violations(parse_json(lifted))
+            return violations or tensor_problems
+        del model
+    return _explained_problems(lifted, folder, schema=schema)
+
+
+def proven_valid(model: Model) -> bool:
+    """Whether the JSON Schema accepts the document that the typed reader read to ``model``
+    and proved sound (the second item of :func:`~trama.format._typed.decode_typed`), given
+    that every tensor decodes (:func:`_tensor_problems` finds nothing).
+
+    The typed reader checks every member's JSON type and every name, id and reference, and the
+    careful decoder's checks that it reuses are those of every value form, fact, opset and
+    entry; between them they refuse everything the schema refuses but one thing, which this
+    checks: a checksum's hexadecimal digits, which the readers compare ignoring case, where the
+    schema wants them in lowercase. A tensor's base64 text is proven when it decodes (the
+    decoder is the stricter of the two). ``tests/test_validate_proof.py`` holds the two
+    verdicts equal over the fuzzed documents and the fixtures.
+    """
+    for entry in model.parameters.values():
+        value = entry.value
+        if isinstance(value, Tensor):
+            checksum = getattr(value.source, "checksum", None)
+            if checksum is not None and _LOWERCASE_CHECKSUM.match(checksum) is None:
+                return False
+    return True
+
+
+#: A checksum as the schema states it (``_CHECKSUM`` of :mod:`trama.format._schema`).
+_LOWERCASE_CHECKSUM = re.compile(r"(?:xxh3-64:[0-9a-f]{16}|sha256:[0-9a-f]{64})\Z")
+
+
+def _lifted(data: bytes | mmap.mmap | DocumentFile) -> LiftedText:
+    """The document's text ready to parse, a large file's read a block at a time."""
+    if isinstance(data, DocumentFile):
+        with progress_line(None, f"reading {data.name}", data.size) as line:
+            return lift_text(data, line if line.shown else None)
+    return lift_text(data)
+
+
+def _explained_problems(
+    data: bytes | mmap.mmap | DocumentFile | LiftedText, folder: Path, *, schema: bool
+) -> list[Problem]:
+    """Every problem, found by the stages in order: JSON parsing, the format version, the JSON
+    Schema (current format only), decoding, the structural rules, the tensors. This is what
+    :func:`document_problems` reports for a document it cannot prove valid; on its own, it is
+    the reference the proof is tested against."""
+    try:
+        parsed = parse_json(data if isinstance(data, LiftedText) else _lifted(data))
         major, minor = parse_format_version(parsed.data)
     except TramaError as exc:
         return [Problem.of(exc)]
@@ -95,6 +179,7 @@ def document_problems(data: bytes | mmap.mmap | DocumentFile, folder: Path, *, s
             model = decode_document(parsed.data, resolve_external=make_resolver(folder), blobs=parsed.blobs)
     except TramaError as exc:
         return [Problem.of(exc)]
+    del parsed
     return [Problem.of(error) for error in collect_errors(model)] + _tensor_problems(model)
 
 
@@ -196,6 +281,8 @@ def _schema_validator(blobs: dict[str, Blob], defs: dict[str, Any]) -> Any:
       value, the one whose errors :func:`_specific_errors` would report anyway;
     * a list value (``$defs/list``) is walked with a stack, not recursively.
     """
+    import jsonschema  # only to explain a document that fails: the proof needs none of it
+
     base = jsonschema.Draft202012Validator
     plain_any_of = base.VALIDATORS["anyOf"]
     plain_ref = base.VALIDATORS["$ref"]
@@ -277,6 +364,8 @@ _SEGMENT_LIMITS = {NODE_ID_PATTERN: MAX_NODE_DEPTH, ENTRY_NAME_PATTERN: MAX_ENTR
 def _list_errors(value: list[Any]) -> Iterator[jsonschema.ValidationError]:
     """A list value's errors as ``$defs/list`` gives them (its items are scalars or lists), found
     with a stack: JSON lets a list nest as deep as the parser allows."""
+    import jsonschema
+
     stack: list[tuple[list[Any], tuple[int, ...]]] = [(value, ())]
     while stack:
         items, path = stack.pop()

@@ -43,6 +43,7 @@ from trama.execution._runtime import Runtime, availability
 from trama.extension._plugins import PluginSelection
 from trama.format._files import NotRegularFileError, open_regular
 from trama.format._jsontext import DocumentFile, ParsedText
+from trama.format._memory import out_of_memory
 from trama.format._model import Model
 from trama.format._problems import Problem, document_problems, schema_violations
 from trama.format._progress import progress_default
@@ -133,6 +134,13 @@ def _run(command: Command, args: argparse.Namespace) -> int:
             # Point stdout at /dev/null so the interpreter's final flush does not fail again.
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
+            return EXIT_INVALID
+        except MemoryError:  # the safety net (readers say so themselves, as a trama error)
+            ran_out = True
+        else:
+            ran_out = False
+        if ran_out:  # outside the handler, which let go of what the command held
+            print(f"trama {command.name}: {_one_line(out_of_memory('finish the command'))}", file=sys.stderr)
             return EXIT_INVALID
     return status
 
@@ -412,14 +420,19 @@ def _validate_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-schema",
         dest="schema",
         action="store_false",
-        help="skip the JSON Schema check, which dominates the time on very large files; the decoder "
-        "still checks every field, but stops at its first problem",
+        help="skip the JSON Schema pass, which explains a document that fails (a valid document of the "
+        "current format is proven without it, at the cost of loading it); the decoder still checks every "
+        "field, but stops at its first problem",
     )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object (shape below)")
 
 
 def _run_validate(args: argparse.Namespace) -> int:
-    """Print ``FILE: ok`` or one line per problem, on stdout (the report is the output)."""
+    """Print ``FILE: ok`` or one line per problem, on stdout (the report is the output).
+
+    :func:`~trama.format.document_problems` does the work: a valid document of the current
+    format costs what loading it costs, and only a document that fails (or one of another
+    format version) goes through the JSON Schema and the careful reader, which explain it."""
     if sum(file is _STDIN for file in args.files) > 1:
         print("trama validate: - (standard input) can be given only once", file=sys.stderr)
         return EXIT_USAGE
@@ -469,7 +482,11 @@ def _problems(document: _Document, *, schema: bool) -> list[Problem]:
         return [Problem(f"cannot read the file: {exc}")]
     except TramaError as exc:
         return [Problem.of(exc)]
-    return document_problems(data, folder, schema=schema)
+    try:
+        return document_problems(data, folder, schema=schema)
+    except MemoryError:
+        pass
+    return [Problem.of(out_of_memory("check the document"))]  # once the failed check let go
 
 
 def schema_problems(parsed: ParsedText) -> list[str]:
