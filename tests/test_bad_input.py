@@ -1027,7 +1027,7 @@ def copy_doc(doc: Doc) -> Doc:
 
 
 # ---------------------------------------------------------------------------------------------
-# Node depth (at most 256 levels)
+# Node depth (at most 512 levels)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1048,14 +1048,14 @@ def chain_doc(depth: int) -> Doc:
     return {"format_version": "1.2", "inputs": ["x"], "outputs": [ref("n", "y")], "nodes": nodes, "parameters": {}}
 
 
-def test_node_depth_256_is_read_and_257_refused_where_it_starts() -> None:
-    assert len(trama.loads(text_of(chain_doc(256))).nodes) == 256
-    error = load_error(text_of(chain_doc(257)), SchemaError, "257 segments")
-    assert error.location == "/nodes/256/id"
+def test_node_depth_512_is_read_and_513_refused_where_it_starts() -> None:
+    assert len(trama.loads(text_of(chain_doc(512))).nodes) == 512
+    error = load_error(text_of(chain_doc(513)), SchemaError, "513 segments")
+    assert error.location == "/nodes/512/id"
     # the careful path of the decoder says the same (a node with metadata does not take the fast one)
-    doc = chain_doc(257)
-    doc["nodes"][256]["metadata"] = {"note": 1}
-    assert load_error(text_of(doc), SchemaError, "257 segments").location == "/nodes/256/id"
+    doc = chain_doc(513)
+    doc["nodes"][512]["metadata"] = {"note": 1}
+    assert load_error(text_of(doc), SchemaError, "513 segments").location == "/nodes/512/id"
 
 
 def test_op_name_errors_show_the_name_escaped(base_doc: Doc) -> None:

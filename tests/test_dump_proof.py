@@ -463,11 +463,11 @@ def test_valid_models_are_proven_in_the_pass(monkeypatch: pytest.MonkeyPatch, tm
 
 
 def test_a_model_the_proof_is_unsure_of_is_validated_and_written(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An entry named after a node 256 levels deep has 257 segments, which an entry may have
+    """An entry named after a node 512 levels deep has 513 segments, which an entry may have
     and an id may not: the proof, which checks entry names as ids, is unsure, so ``validate``
     decides, finds nothing, and the model is written."""
     ids = ["n"]
-    while len(ids) < 256:
+    while len(ids) < 512:
         ids.append(ids[-1] + ".n")
     x = Ref(INPUT, "x")
     nodes = [Node(a, "Block", {"x": x}, ["y"], output_bindings={"y": Ref(b, "y")}) for a, b in itertools.pairwise(ids)]

@@ -487,3 +487,20 @@ def test_fixture_models_import() -> None:
         model = trama.load(path)
         instance = trama.import_model(model, registry=fixture_registry(model))
         assert [node_id for node_id, _ in walk(instance)] == [n.id for n in model.nodes]
+
+
+# A tree as deep as trama 0.2.0 writes (tests/fixtures/legacy/deep, written by generate.py with
+# 0.2.0): 301 levels, which the first release of format 1.2 refused (its limit was 256).
+DEEP = FIXTURES / "deep" / "deep.trama.json"
+
+
+def test_a_tree_300_levels_deep_written_by_0_2_0_loads_and_runs_everywhere() -> None:
+    model = trama.load(DEEP)
+    assert_structure(model, expected_of(DEEP))
+    assert max(node.id.count(".") + 1 for node in model.nodes) == 301  # 300 Sequentials, a ReLU inside
+    x = np.array([[-1.0, 0.5, 2.0]], np.float32)
+    for runtime in ("numpy", "torch:cpu", "jax:cpu"):
+        (y,) = trama.runtime_for_name(runtime).prepare(model).run([x])
+        np.testing.assert_array_equal(np.asarray(y), np.maximum(x, 0), err_msg=runtime)
+    back = trama.loads(trama.dumps(model))  # written as the current format, and read back equal
+    assert [node.id for node in back.nodes] == [node.id for node in model.nodes]

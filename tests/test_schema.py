@@ -451,10 +451,10 @@ def test_a_bad_reference_is_judged_as_an_id_and_too_deep_an_id_names_the_limit(
 
     doc = make_doc()
     doc["nodes"][2]["inputs"]["x"] = {"node": "root linear", "output": "y"}
-    deep = ".".join(["n"] * 300)
+    deep = ".".join(["n"] * 600)
     doc["outputs"][0]["node"] = deep
     problems = [str(p) for p in document_problems(json.dumps(doc).encode(), tmp_path)]
     assert problems[0].startswith("/outputs/0/node: 'n.n.n.n")
-    assert problems[0].endswith("... has 300 segments: the tree nests deeper than 256 levels, the most a document may")
+    assert problems[0].endswith("... has 600 segments: the tree nests deeper than 512 levels, the most a document may")
     assert len(problems[0]) < 200
     assert problems[1].startswith("/nodes/2/inputs/x/node: 'root linear' does not match '^[A-Za-z0-9_]")

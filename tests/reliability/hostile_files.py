@@ -824,20 +824,20 @@ CASES: tuple[Hostile, ...] = (
     Hostile("int64_as_float64", "inline int64 tensor relabelled float64 (same length)", int64_as_float64, lazy=True),
     # Deep trees.
     Hostile(
-        "deep_400",
-        "nodes nested 400 deep (~540 KB)",
-        deep_tree(400),
+        "deep_600",
+        "nodes nested 600 deep (~1.2 MB)",
+        deep_tree(600),
         frameworks=True,
-        mentions="deeper than 256",
+        mentions="deeper than 512",
         stdin=False,
     ),
     Hostile(
-        "deep_1500", "nodes nested 1500 deep", deep_tree(1500), frameworks=True, mentions="deeper than 256", stdin=False
+        "deep_1500", "nodes nested 1500 deep", deep_tree(1500), frameworks=True, mentions="deeper than 512", stdin=False
     ),
     Hostile(
-        "deep_256",
-        "nodes nested 256 deep, the limit: valid, and it runs",
-        deep_tree(256),
+        "deep_512",
+        "nodes nested 512 deep, the limit: valid, and it runs",
+        deep_tree(512),
         valid=True,
         runs=True,
         frameworks=True,

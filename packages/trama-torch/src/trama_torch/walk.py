@@ -1,4 +1,4 @@
-"""Walks of a module tree that do not recurse: a document nests up to 256 levels.
+"""Walks of a module tree that do not recurse: a document nests up to 512 levels.
 
 torch's own walks (``named_modules``, ``eval``, ``to``) recurse once or more per level of the
 module tree, and ``named_modules`` of a tree ``d`` deep passes every module it yields up through

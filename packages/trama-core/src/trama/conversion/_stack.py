@@ -5,7 +5,7 @@ runtimes run a deep document without recursing per level. Export cannot be: an o
 its children by calling ``ctx.child``, which calls the child's ``to_node`` or exporter, which
 calls ``ctx.child`` again; that protocol is what lets any framework plug in, and each level of
 the object tree costs a few Python frames of the exporter's. A document nests at most
-:data:`~trama.format._names.MAX_NODE_DEPTH` (256) levels, which at the frames a framework's
+:data:`~trama.format._names.MAX_NODE_DEPTH` (512) levels, which at the frames a framework's
 exporter spends per level (torch's: about six) can pass Python's default limit of 1000.
 
 :class:`StackRoom` makes room for that and nothing more: before the first level, for a walk of

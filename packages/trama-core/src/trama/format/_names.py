@@ -30,8 +30,10 @@ __all__ = [
 #: each segment of a dotted identifier), and of an op name or an opset namespace.
 MAX_NAME_LENGTH = 256
 #: The most segments of a node id: how deep the tree may nest. Walkers of the tree are
-#: iterative or recurse a small constant per level, well inside Python's default stack.
-MAX_NODE_DEPTH = 256
+#: iterative or recurse a small constant per level, well inside Python's default stack. 512
+#: covers every tree trama 0.2.0 writes (its recursion stops before 500 levels; format 1.2
+#: as first released said 256, which refused 0.2.0's files of 257 to 499 levels).
+MAX_NODE_DEPTH = 512
 #: The most segments of a parameter entry name: a node id and a slot, which is how trama names
 #: an entry (``<node id>.<slot>``), fits at any depth.
 MAX_ENTRY_SEGMENTS = MAX_NODE_DEPTH + 1
