@@ -265,4 +265,4 @@ def test_trama_plugins_finds_numpy_and_torch_with_no_load_errors(fresh_env: Fres
     done = _run([fresh_env.scripts / "trama", "plugins"], cwd=fresh_env.root, timeout=120, what="`trama plugins`")
     lines = done.stdout.splitlines()
     for name, entry_point in [("trama-numpy", "numpy"), ("trama-torch", "torch")]:
-        assert f"{name} 0.3.0  (entry point '{entry_point}')" in lines, done.stdout
+        assert f"{name} 0.4.0  (entry point '{entry_point}')" in lines, done.stdout

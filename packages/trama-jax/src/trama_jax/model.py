@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,7 @@ from trama import (
     Tensor,
     TramaError,
 )
+from trama._deprecated import warn_deprecated
 from trama.catalog._limits import MAX_TENSOR_BYTES, extent_problem
 from trama.conversion import ExportContext, build_node
 from trama.conversion._importer import build_order
@@ -475,6 +476,31 @@ def as_module(node: Node, built: Any, parameters: Mapping[str, Parameter]) -> An
     :class:`JaxLeaf` that knows its node and entries, so that a composite can wire it and collect
     its parameters; anything else (a composite module) comes back as it is."""
     return JaxLeaf(node, built, parameters) if isinstance(built, JaxKernel) else built
+
+
+def bind_kernel(factory: Callable[..., Any]) -> Callable[..., Any]:
+    """Deprecated since trama 0.4.0, removed in 0.5.0: ``factory`` wrapped so that the kernel it
+    builds comes back as a :class:`JaxLeaf` (callable, with its node and entries), as trama 0.3's
+    jax registry needed from a pack.
+
+    The jax registry now adapts every jax factory itself, a pack's included (trama-jax's
+    ``trama_factory_adapters``): register the factory that returns its :class:`JaxKernel` as it
+    is. Wrapped anyway, it still works: the registry hands the module on unchanged."""
+    warn_deprecated(
+        "trama_jax.model.bind_kernel is deprecated since trama 0.4.0 and will be removed in 0.5.0: the jax "
+        "registry now wraps every jax factory itself (trama_jax.plugin.as_jax_module, through the "
+        "trama_factory_adapters hook), so register the factory that returns a trama_jax.JaxKernel as it is, "
+        "and build a callable module for one node with trama.conversion.build_node(node, trama.registry('jax'), "
+        "...); see docs/plugins.md, 'Migrating from 0.3 to 0.4'"
+    )
+
+    def build_module(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Any:
+        build = getattr(factory, "from_node", factory)
+        return as_module(node, build(node, children=children, parameters=parameters), parameters)
+
+    build_module.__name__ = getattr(factory, "__name__", "build_module")
+    build_module.__doc__ = factory.__doc__
+    return build_module
 
 
 def build(model: Model, registry: OpRegistry | None = None) -> JaxProgram:

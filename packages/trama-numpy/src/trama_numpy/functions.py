@@ -30,12 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from types import EllipsisType
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 
 from trama import Node, Parameter
+from trama._deprecated import moved_names
 from trama.catalog import check_settings, result_type, torch_index
 from trama.extension import Kernel
 from trama.format import numpy_dtype
@@ -722,3 +723,7 @@ def constant(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str
         return {"y": result}
 
     return kernel
+
+
+if not TYPE_CHECKING:  # a name of trama-numpy 0.3 that moved: it warns, naming its new home
+    __getattr__ = moved_names(__name__, {"promote_types": "trama.catalog"})

@@ -75,9 +75,9 @@ def _tokens(name: str) -> dict[str, str]:
     """What each ``{{token}}`` of the template stands for."""
     found = re.match(r"(\d+)\.(\d+)", __version__)
     # The generated pack depends on the trama it was generated with (major.minor): its hooks,
-    # names and behaviours are those of this version. A source tree without a version says 0.3,
+    # names and behaviours are those of this version. A source tree without a version says 0.4,
     # the first with everything the template uses.
-    minimum = f"{found.group(1)}.{found.group(2)}" if found else "0.3"
+    minimum = f"{found.group(1)}.{found.group(2)}" if found else "0.4"
     return {
         "name": name,
         "package": f"trama_{name}",

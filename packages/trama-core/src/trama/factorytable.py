@@ -1,0 +1,19 @@
+"""Deprecated since trama 0.4.0, removed in 0.5.0: ``trama.factorytable`` moved to ``trama.extension``.
+
+Importing this module warns once (:func:`trama._deprecated.moved_module`), naming the new
+home; docs/plugins.md, "Migrating from 0.3 to 0.4", lists every move. Nothing in trama imports
+this module.
+"""
+
+from __future__ import annotations
+
+from trama._deprecated import moved_module
+from trama.extension import Factory, FactoryTable, setting
+
+__all__ = [
+    "Factory",
+    "FactoryTable",
+    "setting",
+]
+
+moved_module(__name__)

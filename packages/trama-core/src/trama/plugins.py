@@ -1,0 +1,33 @@
+"""Deprecated since trama 0.4.0, removed in 0.5.0: ``trama.plugins`` moved to ``trama.extension``.
+
+Importing this module warns once (:func:`trama._deprecated.moved_module`), naming the new
+home; docs/plugins.md, "Migrating from 0.3 to 0.4", lists every move. Nothing in trama imports
+this module.
+"""
+
+from __future__ import annotations
+
+from trama._deprecated import moved_module
+from trama.extension import (
+    ENTRY_POINT_GROUP,
+    PluginHost,
+    PluginInfo,
+    PluginLoadWarning,
+    implementation_coverage,
+    plugin_host,
+    registry,
+    reset_plugins,
+)
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "PluginHost",
+    "PluginInfo",
+    "PluginLoadWarning",
+    "implementation_coverage",
+    "plugin_host",
+    "registry",
+    "reset_plugins",
+]
+
+moved_module(__name__)

@@ -1,0 +1,37 @@
+"""Deprecated since trama 0.4.0, removed in 0.5.0: ``trama.runtime`` moved to ``trama.execution``.
+
+Importing this module warns once (:func:`trama._deprecated.moved_module`), naming the new
+home; docs/plugins.md, "Migrating from 0.3 to 0.4", lists every move. Nothing in trama imports
+this module.
+"""
+
+from __future__ import annotations
+
+from trama._deprecated import moved_module
+from trama.execution import (
+    FrozenState,
+    GraphRunnable,
+    GraphRuntime,
+    Runnable,
+    Runtime,
+    RuntimeInfo,
+    State,
+    order_inputs,
+    runtime_for_name,
+    runtimes,
+)
+
+__all__ = [
+    "FrozenState",
+    "GraphRunnable",
+    "GraphRuntime",
+    "Runnable",
+    "Runtime",
+    "RuntimeInfo",
+    "State",
+    "order_inputs",
+    "runtime_for_name",
+    "runtimes",
+]
+
+moved_module(__name__)

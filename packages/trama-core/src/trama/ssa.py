@@ -1,0 +1,21 @@
+"""Deprecated since trama 0.4.0, removed in 0.5.0: ``trama.ssa`` moved to ``trama.tools``.
+
+Importing this module warns once (:func:`trama._deprecated.moved_module`), naming the new
+home; docs/plugins.md, "Migrating from 0.3 to 0.4", lists every move. Nothing in trama imports
+this module.
+"""
+
+from __future__ import annotations
+
+from trama._deprecated import moved_module
+from trama.tools import SHORT_DTYPES, describe_metadata_value, format_ref, format_value_type, to_ssa
+
+__all__ = [
+    "SHORT_DTYPES",
+    "describe_metadata_value",
+    "format_ref",
+    "format_value_type",
+    "to_ssa",
+]
+
+moved_module(__name__)

@@ -1,0 +1,18 @@
+"""Deprecated since trama 0.4.0, removed in 0.5.0: ``trama_torch.calls`` moved to ``trama_torch.fx.function_calls``.
+
+Importing this module warns once (:func:`trama._deprecated.moved_module`), naming the new
+home; docs/plugins.md, "Migrating from 0.3 to 0.4", lists every move. Nothing in trama imports
+this module.
+"""
+
+from __future__ import annotations
+
+from trama._deprecated import moved_module
+from trama_torch.fx.function_calls import FunctionCall, export_function_call
+
+__all__ = [
+    "FunctionCall",
+    "export_function_call",
+]
+
+moved_module(__name__)

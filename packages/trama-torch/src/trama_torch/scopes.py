@@ -1,0 +1,19 @@
+"""Deprecated since trama 0.4.0, removed in 0.5.0: ``trama_torch.scopes`` moved to ``trama_torch.fx.containers``.
+
+Importing this module warns once (:func:`trama._deprecated.moved_module`), naming the new
+home; docs/plugins.md, "Migrating from 0.3 to 0.4", lists every move. Nothing in trama imports
+this module.
+"""
+
+from __future__ import annotations
+
+from trama._deprecated import moved_module
+from trama_torch.fx.containers import Plan, Scope, plan_scopes
+
+__all__ = [
+    "Plan",
+    "Scope",
+    "plan_scopes",
+]
+
+moved_module(__name__)
