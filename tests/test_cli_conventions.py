@@ -366,7 +366,7 @@ def test_validate_json_reports_each_file_with_located_problems(
     assert report == {
         "ok": False,
         "files": [
-            {"file": str(good), "ok": True, "problems": []},
+            {"file": str(good), "ok": True, "problems": [], "unchecked_ops": []},
             {
                 "file": str(broken),
                 "ok": False,
@@ -382,6 +382,7 @@ def test_validate_json_reports_each_file_with_located_problems(
                         "message": "node 'root.layers_0' has no output 'nope'",
                     },
                 ],
+                "unchecked_ops": [],
             },
             {
                 "file": str(missing),
@@ -389,11 +390,13 @@ def test_validate_json_reports_each_file_with_located_problems(
                 "problems": [
                     {"location": None, "node": None, "message": "cannot read the file: No such file or directory"}
                 ],
+                "unchecked_ops": [],
             },
             {
                 "file": "<stdin>",
                 "ok": False,
                 "problems": [{"location": "line 1 column 37", "node": None, "message": "Expecting value"}],
+                "unchecked_ops": [],
             },
         ],
     }
@@ -415,7 +418,7 @@ def test_validate_json_of_valid_files_exits_0(good: Path, capsys: Any) -> None:
     assert main(["validate", "--json", str(good)]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "ok": True,
-        "files": [{"file": str(good), "ok": True, "problems": []}],
+        "files": [{"file": str(good), "ok": True, "problems": [], "unchecked_ops": []}],
     }
 
 

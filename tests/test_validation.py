@@ -376,9 +376,9 @@ RULES: list[tuple[str, Edit, str, str, str | None]] = [
     ),
     (
         "entry-name-too-many-segments",
-        lambda m: rename_entry(m, "root.linear.bias", ".".join(["b"] * 258)),
-        "has 258 segments; at most 257",
-        "/parameters/" + ".".join(["b"] * 258),
+        lambda m: rename_entry(m, "root.linear.bias", ".".join(["b"] * 514)),
+        "has 514 segments; at most 513",
+        "/parameters/" + ".".join(["b"] * 514),
         None,
     ),
     (
@@ -673,7 +673,7 @@ def test_spec_definitions_are_checked() -> None:
     assert ParameterSchema("w", "int").types == ("int",)
 
 
-def test_the_deepest_tree_allowed_is_256_levels() -> None:
+def test_the_deepest_tree_allowed_is_512_levels() -> None:
     def chain(depth: int) -> Model:
         ids = [".".join(["n"] * k) for k in range(1, depth + 1)]
         nodes = [
@@ -683,11 +683,11 @@ def test_the_deepest_tree_allowed_is_256_levels() -> None:
         nodes.append(Node(ids[-1], "ReLU", {"x": Ref(INPUT, "x")}, ["y"]))
         return Model(inputs=["x"], outputs=[Ref("n", "y")], nodes=nodes, parameters={})
 
-    assert trama.collect_errors(chain(256)) == []
-    errors = trama.collect_errors(chain(258))
+    assert trama.collect_errors(chain(512)) == []
+    errors = trama.collect_errors(chain(514))
     assert [(e.location, e.message[-41:]) for e in errors] == [
-        ("/nodes/256/id", "has 257 segments; at most 256 are allowed"),
-        ("/nodes/257/id", "has 258 segments; at most 256 are allowed"),
+        ("/nodes/512/id", "has 513 segments; at most 512 are allowed"),
+        ("/nodes/513/id", "has 514 segments; at most 512 are allowed"),
     ]
 
 

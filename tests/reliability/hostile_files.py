@@ -66,7 +66,9 @@ class Hostile:
     issue was the message itself. ``needs``: an ``os`` function the case needs (``mkfifo``,
     ``symlink``); the case is skipped where it is missing. ``stdin``: ``validate -`` also reads
     the document from standard input (not for what is not a regular file, nor for the large
-    files, where it would only cost time).
+    files, where it would only cost time). ``import_refuses``: a valid document whose settings
+    the catalog refuses at import (``arange`` past the size bound): ``ssa`` and ``info`` render
+    it, and ``validate``, which checks what import would refuse, refuses it.
     """
 
     name: str
@@ -82,6 +84,7 @@ class Hostile:
     mentions: str | None = None
     needs: str | None = None
     stdin: bool = True
+    import_refuses: bool = False
 
     def expected_status(self, command: str) -> int:
         """The exit status a correct ``trama COMMAND`` gives on this case."""
@@ -89,6 +92,8 @@ class Hostile:
             return 0 if self.runs else 1
         if command in ("ssa", "info") and self.lazy:
             return 0
+        if command == "validate" and self.import_refuses:
+            return 1
         return 0 if self.valid else 1
 
 
@@ -800,11 +805,26 @@ CASES: tuple[Hostile, ...] = (
         "GRU with num_layers = 10^9",
         gru_layers,
         valid=True,
+        import_refuses=True,
         frameworks=True,
         run_args=lambda folder: _x_npy(folder, (2, 3, 4)),
     ),
-    Hostile("arange_huge", "arange(0, 10^15)", settings("arange", {}, end=10**15), valid=True, frameworks=True),
-    Hostile("arange_beyond_int64", "arange(0, 2^70)", settings("arange", {}, end=2**70), valid=True, frameworks=True),
+    Hostile(
+        "arange_huge",
+        "arange(0, 10^15)",
+        settings("arange", {}, end=10**15),
+        valid=True,
+        import_refuses=True,
+        frameworks=True,
+    ),
+    Hostile(
+        "arange_beyond_int64",
+        "arange(0, 2^70)",
+        settings("arange", {}, end=2**70),
+        valid=True,
+        import_refuses=True,
+        frameworks=True,
+    ),
     Hostile(
         "full_huge",
         "full([10^6, 10^6], 1.0)",
@@ -817,9 +837,17 @@ CASES: tuple[Hostile, ...] = (
         "zeros([2^40, 2^40, 2^40])",
         settings("zeros", {}, size=[2**40] * 3),
         valid=True,
+        import_refuses=True,
         frameworks=True,
     ),
-    Hostile("ones_negative", "ones([-5, 3])", settings("ones", {}, size=[-5, 3]), valid=True, frameworks=True),
+    Hostile(
+        "ones_negative",
+        "ones([-5, 3])",
+        settings("ones", {}, size=[-5, 3]),
+        valid=True,
+        import_refuses=True,
+        frameworks=True,
+    ),
     # Silent corruption: caught by the inline checksum (on first use, like the base64 checks).
     Hostile("int64_as_float64", "inline int64 tensor relabelled float64 (same length)", int64_as_float64, lazy=True),
     # Deep trees.
@@ -838,6 +866,7 @@ CASES: tuple[Hostile, ...] = (
         "deep_512",
         "nodes nested 512 deep, the limit: valid, and it runs",
         deep_tree(512),
+        stdin=False,
         valid=True,
         runs=True,
         frameworks=True,

@@ -215,7 +215,7 @@ def test_the_catalogue_covers_the_issue() -> None:
         "arange_huge",
         "full_huge",
         "int64_as_float64",
-        "deep_400",
+        "deep_600",
         "deep_1500",
         "schema_heavy_1_6mb",
         "op_newline",

@@ -32,9 +32,14 @@ from trama import JSONError, SchemaError, TensorDataError, TramaError, Validatio
 from trama.format import document_problems, schema_violations
 from trama.format._codec import decode_document
 from trama.format._jsontext import BLOB_MIN_LENGTH, parse_json
+from trama.format._names import MAX_NODE_DEPTH
 from trama.tools.cli import main
 
 Doc = dict[str, Any]
+
+
+#: The deepest tree the format allows (docs/format.md, section 7).
+DEPTH = MAX_NODE_DEPTH
 
 
 def ref(node: str, output: str) -> dict[str, str]:
@@ -483,32 +488,32 @@ class _StackLimit:
         sys.setrecursionlimit(self.saved)
 
 
-def test_a_tree_256_levels_deep_loads_validates_and_dumps_without_deep_recursion(tmp_path: Path) -> None:
-    text = json.dumps(deep_doc(256))
-    with _StackLimit(spare=150):  # far less than 256 levels of recursion would need
+def test_a_tree_as_deep_as_allowed_loads_validates_and_dumps_without_deep_recursion(tmp_path: Path) -> None:
+    text = json.dumps(deep_doc(DEPTH))
+    with _StackLimit(spare=150):  # far less than DEPTH levels of recursion would need
         model = trama.loads(text)
         assert problems_of(text.encode(), tmp_path) == []
         again = trama.loads(trama.dumps(model))
-    assert len(again.nodes) == 256
-    assert again.nodes[-1].id.count(".") == 255
+    assert len(again.nodes) == DEPTH
+    assert again.nodes[-1].id.count(".") == DEPTH - 1
 
 
-@pytest.mark.parametrize("depth", [257, 400, 1500])
+@pytest.mark.parametrize("depth", [DEPTH + 1, DEPTH + 150, 1500])
 def test_a_deeper_tree_is_refused_quickly_and_cleanly(depth: int, tmp_path: Path) -> None:
     doc = deep_doc(depth)
     text = json.dumps(doc)
     started = time.perf_counter()
     with pytest.raises(SchemaError) as info:
         trama.loads(text)
-    assert info.value.location == "/nodes/256/id"
-    assert "257 segments" in info.value.message
-    assert "256" in info.value.message
-    assert problems_of(doc, tmp_path, schema=False) == [f"/nodes/256/id: {info.value.message}"]
+    assert info.value.location == f"/nodes/{DEPTH}/id"
+    assert f"{DEPTH + 1} segments" in info.value.message
+    assert str(DEPTH) in info.value.message
+    assert problems_of(doc, tmp_path, schema=False) == [f"/nodes/{DEPTH}/id: {info.value.message}"]
     schema_problems = problems_of(doc, tmp_path)
     # the schema pass names the limit too, for each id, parent and reference past it
-    assert any(problem.startswith("/nodes/256/id: ") for problem in schema_problems)
-    assert all("deeper than 256 levels" in problem for problem in schema_problems)
-    assert not any(problem.startswith(("/nodes/254/", "/nodes/253/")) for problem in schema_problems)
+    assert any(problem.startswith(f"/nodes/{DEPTH}/id: ") for problem in schema_problems)
+    assert all(f"deeper than {DEPTH} levels" in problem for problem in schema_problems)
+    assert not any(problem.startswith((f"/nodes/{DEPTH - 2}/", f"/nodes/{DEPTH - 3}/")) for problem in schema_problems)
     assert all(len(problem) < 400 for problem in schema_problems)  # long ids are cut in messages
     assert time.perf_counter() - started < 20  # the audit saw 67 s for depth 1,500
 
@@ -524,17 +529,17 @@ def test_validate_refuses_a_1500_deep_tree_in_a_bounded_child(tmp_path: Path) ->
         assert "RecursionError" not in outcome.stdout + outcome.stderr
 
 
-def test_a_model_built_in_memory_deeper_than_256_cannot_be_written() -> None:
-    model = trama.loads(json.dumps(deep_doc(256)))
-    deeper = trama.loads(json.dumps(deep_doc(256)))
+def test_a_model_built_in_memory_deeper_than_allowed_cannot_be_written() -> None:
+    model = trama.loads(json.dumps(deep_doc(DEPTH)))
+    deeper = trama.loads(json.dumps(deep_doc(DEPTH)))
     parent = deeper.nodes[-1]
     parent.op = "Graph"
     parent.output_bindings = {"y": trama.Ref(parent.id + ".n", "y")}
     deeper.nodes.append(trama.Node(parent.id + ".n", "ReLU", {"x": trama.Ref("%input", "x")}, ["y"], {}, None))
     trama.dumps(model)
-    with pytest.raises(ValidationError, match="257 segments") as info:
+    with pytest.raises(ValidationError, match=f"{DEPTH + 1} segments") as info:
         trama.dumps(deeper)
-    assert info.value.location == "/nodes/256/id"
+    assert info.value.location == f"/nodes/{DEPTH}/id"
 
 
 # --------------------------------------------------------------------------------------------
@@ -608,7 +613,7 @@ def test_every_hostile_case_is_a_trama_error_never_another_exception() -> None:
         json.dumps(edited_tensor(dtype="float64")).encode(),
         with_data_bytes(4000, b"\x00", 10)[0],
         json.dumps({**small_doc(), "input_facts": [{"shape": [2**100]}]}).encode(),
-        json.dumps(deep_doc(300)).encode(),
+        json.dumps(deep_doc(DEPTH + 44)).encode(),
     ]
     for data in cases:
         with pytest.raises(TramaError):

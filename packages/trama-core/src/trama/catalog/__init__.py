@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         merged_attention_mask,
         pool_output_size,
     )
+    from trama.catalog._import_checks import ImportChecks, import_checks
     from trama.catalog._indexing import TorchIndex, index_width, torch_index
     from trama.catalog._promotion import promote_types, result_type
     from trama.catalog._reader import Settings
@@ -69,6 +70,7 @@ __all__ = [
     "PAD_MODES",
     "RNN_MAX_LAYERS",
     "Category",
+    "ImportChecks",
     "PoolWindows",
     "Settings",
     "TorchIndex",
@@ -78,6 +80,7 @@ __all__ = [
     "check_pad_room",
     "check_settings",
     "flattened_shape",
+    "import_checks",
     "index_width",
     "merged_attention_mask",
     "op_namespace",
@@ -224,6 +227,7 @@ _HOMES = {
         ),
         "_geometry",
     ),
+    **dict.fromkeys(("ImportChecks", "import_checks"), "_import_checks"),
     **dict.fromkeys(("TorchIndex", "index_width", "torch_index"), "_indexing"),
     **dict.fromkeys(("promote_types", "result_type"), "_promotion"),
     "Settings": "_reader",

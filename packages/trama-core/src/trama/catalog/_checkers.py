@@ -27,11 +27,12 @@ from trama.catalog import (
     _sequence_checks,
 )
 from trama.catalog._reader import Checker, Settings
-from trama.errors import RegistryError
+from trama.errors import RegistryError, TramaError
+from trama.extension._contracts import describe_exception
 from trama.format._model import Node, Parameter
 from trama.format._specs import OpSpec
 
-__all__ = ["CHECKERS", "check_settings", "checker_for", "checking"]
+__all__ = ["CHECKERS", "check_settings", "checker_for", "checking", "run_spec_check"]
 
 #: Every catalog op's checker, by op name (a test sees that each catalog spec has one).
 CHECKERS: Mapping[str, Checker] = {
@@ -91,8 +92,10 @@ def _is_catalog_spec(spec: OpSpec) -> bool:
 @contextmanager
 def checking(node: Node, spec: OpSpec, parameters: Mapping[str, Parameter]) -> Iterator[Settings | None]:
     """Check ``node`` if ``spec`` is a catalog op's, and let :func:`check_settings` hand the
-    result to the factory called inside; yields the settings, or ``None`` for another op."""
+    result to the factory called inside; yields the settings, or ``None`` for another op, whose
+    own check (:attr:`OpSpec.check`, a pack's) runs first where it has one."""
     if not _is_catalog_spec(spec):
+        run_spec_check(node, spec, parameters)
         yield None
         return
     settings = CHECKERS[spec.name].check(node, parameters)
@@ -101,3 +104,28 @@ def checking(node: Node, spec: OpSpec, parameters: Mapping[str, Parameter]) -> I
         yield settings
     finally:
         _BUILDING.reset(token)
+
+
+def run_spec_check(node: Node, spec: OpSpec, parameters: Mapping[str, Parameter]) -> None:
+    """Run ``spec``'s own settings check (:attr:`OpSpec.check`, a pack's) on ``node``, if it has
+    one. What it raises is the node's :class:`~trama.RegistryError`, in the pack's words; a
+    check that fails in another way (a defect of the pack) says so, never a traceback."""
+    check = spec.check
+    if check is None:
+        return
+    try:
+        check(node, parameters)
+    except RegistryError as exc:
+        if exc.node_id is None:
+            raise RegistryError(exc.message, node_id=node.id) from None
+        raise
+    except TramaError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise RegistryError(f"{node.op}: {exc}", node_id=node.id) from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a defect of the pack's check: reported as one
+        raise RegistryError(
+            f"{node.op}: the settings check of its package failed: {describe_exception(exc)}", node_id=node.id
+        ) from None

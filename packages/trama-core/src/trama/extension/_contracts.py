@@ -283,7 +283,15 @@ def checked_spec(value: object) -> OpSpec:
         variadic_outputs=_flag(fields["variadic_outputs"], "variadic_outputs", name),
         doc=_text(fields["doc"], "doc", name),
         since=since,
+        check=_check(fields["check"], name),
     )
+
+
+def _check(value: object, op: str) -> Any:
+    """A spec's settings check: ``None`` or a callable (called later, isolated like a hook)."""
+    if value is not None and not callable(value):
+        raise ContractError(f"op {op!r}: check is {type_name(value)}, not a callable or None")
+    return value
 
 
 def _is_runtime(value: object) -> bool:

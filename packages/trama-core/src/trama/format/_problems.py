@@ -81,7 +81,13 @@ class Problem:
         return f"{where}: {self.message}" if where else self.message
 
 
-def document_problems(data: bytes | mmap.mmap | DocumentFile, folder: Path, *, schema: bool = True) -> list[Problem]:
+def document_problems(
+    data: bytes | mmap.mmap | DocumentFile,
+    folder: Path,
+    *,
+    schema: bool = True,
+    then: Callable[[Model], list[Problem]] | None = None,
+) -> list[Problem]:
     """Every problem in the document whose text is ``data`` (external weights resolved in
     ``folder``); empty when it is valid. ``schema=False`` skips the JSON Schema stage.
 
@@ -96,6 +102,10 @@ def document_problems(data: bytes | mmap.mmap | DocumentFile, folder: Path, *, s
     typed reader leaves to the careful one, another format version) is explained by the stages
     as they always ran (:func:`_explained_problems`), the JSON Schema's included: what a
     document is refused for, and in which words, is theirs.
+
+    ``then`` is asked about the model of a document found valid, and its problems are the
+    document's: ``trama validate`` checks there what import would refuse
+    (:func:`trama.catalog.import_checks`), on the model already read.
     """
     try:
         lifted = _lifted(data)
@@ -109,17 +119,18 @@ def document_problems(data: bytes | mmap.mmap | DocumentFile, folder: Path, *, s
         del typed
         if not schema:  # the careful reader would build the same model: its errors are these
             errors = [] if sound else collect_errors(model)
-            return [Problem.of(error) for error in errors] + _tensor_problems(model)
+            found = [Problem.of(error) for error in errors] + _tensor_problems(model)
+            return found or (then(model) if then is not None else [])
         if sound and proven_valid(model):
             tensor_problems = _tensor_problems(model)
             if not tensor_problems:
-                return []
+                return then(model) if then is not None else []
             # The structure is sound: the schema, which checks a tensor's text too, speaks first.
             del model
             violations = schema_violations(parse_json(lifted))
             return violations or tensor_problems
         del model
-    return _explained_problems(lifted, folder, schema=schema)
+    return _explained_problems(lifted, folder, schema=schema, then=then)
 
 
 def proven_valid(model: Model) -> bool:
@@ -157,7 +168,11 @@ def _lifted(data: bytes | mmap.mmap | DocumentFile) -> LiftedText:
 
 
 def _explained_problems(
-    data: bytes | mmap.mmap | DocumentFile | LiftedText, folder: Path, *, schema: bool
+    data: bytes | mmap.mmap | DocumentFile | LiftedText,
+    folder: Path,
+    *,
+    schema: bool,
+    then: Callable[[Model], list[Problem]] | None = None,
 ) -> list[Problem]:
     """Every problem, found by the stages in order: JSON parsing, the format version, the JSON
     Schema (current format only), decoding, the structural rules, the tensors. This is what
@@ -180,7 +195,8 @@ def _explained_problems(
     except TramaError as exc:
         return [Problem.of(exc)]
     del parsed
-    return [Problem.of(error) for error in collect_errors(model)] + _tensor_problems(model)
+    found = [Problem.of(error) for error in collect_errors(model)] + _tensor_problems(model)
+    return found or (then(model) if then is not None else [])
 
 
 def schema_violations(parsed: ParsedText) -> list[Problem]:

@@ -8,12 +8,15 @@ an :class:`OpRegistry`. The same registry checks a document against the specs
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trama.errors import RegistryError
 from trama.format._lazy import is_tensor
+
+if TYPE_CHECKING:
+    from trama.format._model import Node, Parameter
 
 __all__ = [
     "CATALOG_NAMESPACE",
@@ -109,6 +112,13 @@ class OpSpec:
     #: uses, so a document that needs nothing newer keeps reading as the older opset; any op whose
     #: ``since`` is unknown makes it record the namespace's installed opset instead.
     since: int | None = None
+    #: A pack's settings check, ``check(node, parameters)``, framework-neutral: it raises a
+    #: :class:`~trama.RegistryError` (or ``ValueError``/``TypeError``) saying what is wrong with
+    #: the node's settings. trama runs it before any factory of the op is called, and ``trama
+    #: validate`` runs it on every node of the op, so that a document import would refuse is
+    #: refused when it is validated, with the pack's message. (The catalog's ops have theirs
+    #: built in.) Keep it cheap, and free of framework imports.
+    check: Callable[[Node, Mapping[str, Parameter]], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for attr in ("inputs", "outputs", "parameters", "optional_inputs"):

@@ -84,9 +84,13 @@ def dumps(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-def validate_json(files: Sequence[tuple[str, Sequence[Mapping[str, str | None]]]]) -> dict[str, Any]:
-    """``trama validate --json`` for ``(file name, problems)`` pairs."""
-    reports = [{"file": name, "ok": not problems, "problems": [dict(p) for p in problems]} for name, problems in files]
+def validate_json(files: Sequence[tuple[str, Sequence[Mapping[str, str | None]], Sequence[str]]]) -> dict[str, Any]:
+    """``trama validate --json`` for ``(file name, problems, unchecked ops)`` triples: the ops
+    no installed package knows, whose settings import would check and validate could not."""
+    reports = [
+        {"file": name, "ok": not problems, "problems": [dict(p) for p in problems], "unchecked_ops": list(unchecked)}
+        for name, problems, unchecked in files
+    ]
     return {"ok": all(report["ok"] for report in reports), "files": reports}
 
 

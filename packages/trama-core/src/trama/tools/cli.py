@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import functools
 import io
 import json
 import math
@@ -30,7 +31,7 @@ import stat
 import sys
 import textwrap
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -437,18 +438,30 @@ def _run_validate(args: argparse.Namespace) -> int:
         print("trama validate: - (standard input) can be given only once", file=sys.stderr)
         return EXIT_USAGE
     status = EXIT_OK
-    reports: list[tuple[str, list[dict[str, str | None]]]] = []
+    reports: list[tuple[str, list[dict[str, str | None]], list[str]]] = []
     for file in args.files:
-        problems = _problems(file, schema=args.schema)
+        unchecked: dict[str, int] = {}
+        problems = _problems(file, schema=args.schema, unchecked=unchecked)
         if args.json:
-            reports.append((str(file), [_problem_json(problem) for problem in problems]))
+            reports.append((str(file), [_problem_json(problem) for problem in problems], sorted(unchecked)))
         else:  # each file's lines as soon as it is checked
-            for line in [_line(problem) for problem in problems] or ["ok"]:
+            for line in [_line(problem) for problem in problems] or ["ok" + _unchecked_note(unchecked)]:
                 print(f"{_name(file)}: {line}")
         status = EXIT_INVALID if problems else status
     if args.json:
         sys.stdout.write(_cli_json.dumps(_cli_json.validate_json(reports)))
     return status
+
+
+def _unchecked_note(unchecked: Mapping[str, int]) -> str:
+    """What a valid document's ``ok`` adds where some ops could not be checked as import would
+    check them: their packages are not installed here."""
+    if not unchecked:
+        return ""
+    names = sorted(unchecked)
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    shown = ", ".join(names[:5]) + more  # op names are dotted identifiers: nothing to escape
+    return f" (not checked as import would check them: no installed package defines {shown})"
 
 
 def _line(problem: Problem) -> str:
@@ -466,8 +479,11 @@ def find_problems(path: Path, *, schema: bool = True) -> list[str]:
     return [_line(problem) for problem in _problems(path, schema=schema)]
 
 
-def _problems(document: _Document, *, schema: bool) -> list[Problem]:
-    """:func:`find_problems` for a path or standard input, as structured problems."""
+def _problems(document: _Document, *, schema: bool, unchecked: dict[str, int] | None = None) -> list[Problem]:
+    """:func:`find_problems` for a path or standard input, as structured problems; where
+    ``unchecked`` is given, a valid document is also checked as import would check it, with the
+    installed packages (:func:`trama.catalog.import_checks`), and the ops none of them knows
+    are put in ``unchecked``."""
     try:
         if isinstance(document, Path):
             data: bytes | DocumentFile = _read_path(document)
@@ -482,11 +498,27 @@ def _problems(document: _Document, *, schema: bool) -> list[Problem]:
         return [Problem(f"cannot read the file: {exc}")]
     except TramaError as exc:
         return [Problem.of(exc)]
+    then = functools.partial(_import_problems, unchecked) if unchecked is not None else None
     try:
-        return document_problems(data, folder, schema=schema)
+        return document_problems(data, folder, schema=schema, then=then)
     except MemoryError:
         pass
     return [Problem.of(out_of_memory("check the document"))]  # once the failed check let go
+
+
+def _import_problems(unchecked: dict[str, int], model: Model) -> list[Problem]:
+    """What ``trama.import_model`` would refuse in a valid ``model``, with the installed packages.
+
+    A document of the formats 0.1 and 0.2 (the earlier library's) is left alone: its op names
+    are that library's, not the catalog's (its ``Embedding`` reads ``ids``)."""
+    from trama.catalog import import_checks
+    from trama.extension import plugin_host
+
+    if model.source_format_version is not None and model.source_format_version.startswith("0."):
+        return []
+    found = import_checks(model, plugin_host().registry(None))
+    unchecked.update(found.unchecked)
+    return [Problem.of(error) for error in found.errors]
 
 
 def schema_problems(parsed: ParsedText) -> list[str]:
