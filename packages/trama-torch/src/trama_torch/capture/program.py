@@ -214,4 +214,13 @@ def _capture_error(exc: Exception, recorder: Recorder, where: str) -> ExportErro
             "capture), or leave it out of the exported module"
         )
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return ExportError(f"cannot export {who}: torch.export could not capture it{at}: {type(exc).__name__}: {first}")
+    hint = ""
+    if "cache_utils" in first or "Cache'>" in first:
+        # transformers' generation cache (DynamicCache...) is returned by forward: no tensor tree
+        hint = (
+            "; a transformers model returns its generation cache unless told not to: set "
+            "model.config.use_cache = False (or pass use_cache=False), then export"
+        )
+    return ExportError(
+        f"cannot export {who}: torch.export could not capture it{at}: {type(exc).__name__}: {first}{hint}"
+    )
