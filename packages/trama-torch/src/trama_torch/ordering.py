@@ -27,12 +27,18 @@ def dependency_order(
     position: Callable[[Item], float],
 ) -> tuple[list[Unit], list[Unit]]:
     """The units of ``items``, each after the units its items read (``reads``), ties broken by
-    the earliest ``position`` of a unit's items; and the units that never became ready, because
-    two of them read each other (the caller decides what that means: interleaved containers)."""
-    rank: dict[int, float] = {}
+    the earliest ``position`` of a unit's items, then by the order the units first appear in
+    ``items`` (never by an object's address, which differs from one process to the next: two
+    calls that compute nothing, such as ``Identity``, share a position); and the units that
+    never became ready, because two of them read each other (the caller decides what that
+    means: interleaved containers)."""
+    rank: dict[int, tuple[float, int]] = {}
+    first: dict[int, int] = {}
     for item in items:
         key = id(unit_of[item])
-        rank[key] = min(rank.get(key, position(item)), position(item))
+        seen = first.setdefault(key, len(first))
+        here = position(item)
+        rank[key] = (min(rank[key][0], here), seen) if key in rank else (here, seen)
     needs: dict[int, set[int]] = {}
     by_key: dict[int, Unit] = {}
     for item in items:
