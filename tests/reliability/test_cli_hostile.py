@@ -261,7 +261,10 @@ def flag_outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         folder.mkdir()
         document = hostile_files._trama_linear(folder)
         argv = case.build(folder, document)
-        planned.append((case, folder, CliJob(argv, cwd=str(folder), memory_mb=1_500, timeout_s=60.0)))
+        # 3 GB of address space on top of the worker's: `run` naming an unknown runtime lists the
+        # available ones, which imports torch and JAX (about 1.8 GB of address space between
+        # them), and a thread started near the limit aborts in glibc instead of raising.
+        planned.append((case, folder, CliJob(argv, cwd=str(folder), memory_mb=3_000, timeout_s=60.0)))
     results = run_cli_batch([job for _, _, job in planned])
     yield {case.name: (case, folder, outcome) for (case, folder, _), outcome in zip(planned, results, strict=True)}
     shutil.rmtree(root, ignore_errors=True)
