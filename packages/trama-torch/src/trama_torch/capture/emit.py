@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import functools
 import inspect
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -167,6 +168,18 @@ _CHECKS = frozenset(
 )
 
 
+#: torch.export's count at the end of a node's name (``pow_5``: the program's sixth ``pow``).
+_COUNT = re.compile(r"_[0-9]+\Z")
+
+
+def local_name(name: str) -> str:
+    """A node's name without torch.export's program-wide count (``pow_5`` -> ``pow``): the
+    scope counts its own (``pow``, ``pow_1``… through :class:`~trama_torch.names.Names`), so
+    the second ``view`` of an attention block is ``view_1`` whatever ran before it, and adding a
+    layer renames nothing after it."""
+    return _COUNT.sub("", name) or name
+
+
 def _is_check(node: fx.Node) -> bool:
     return node.op == "call_function" and node.target in _CHECKS and not node.users
 
@@ -303,14 +316,14 @@ class Capture:
         ports = self._forward_ports(call)
         taken = Names({name for name, _ in ports})
         bound = {node for _, node in ports}
-        ports += [(taken.fresh(node.name), node) for node in wires if node not in bound]
+        ports += [(taken.fresh(local_name(node.name)), node) for node in wires if node not in bound]
         names = Names()
         outputs: list[tuple[str, fx.Node]] = []
         for path, leaf in _walk(call.result):
             if isinstance(leaf, TensorArg):
                 outputs.append((names.fresh(_result_name(path)), leaf.node))
         given = {node for _, node in outputs}
-        outputs += [(names.fresh(node.name), node) for node in escaping if node not in given]
+        outputs += [(names.fresh(local_name(node.name)), node) for node in escaping if node not in given]
         interface = Interface(ports, by_value, outputs)
         if call.opaque is None and self._is_chain(call, interface):
             interface.ports = [("x", ports[0][1])]
@@ -1064,7 +1077,7 @@ class _Level:
         found = decompose.decomposition(node)
         if found is None:
             return None
-        local = self.names.fresh(node.name)
+        local = self.names.fresh(local_name(node.name))
         arguments = decompose.tensor_arguments(args, kwargs, found.tensors)
         inputs = {
             f"x{index}": self.materialize(argument, f"{local}_x{index}", owner).ref
@@ -1149,7 +1162,7 @@ class _Level:
         return _MISSING
 
     def emit_op(self, emit: aten.Emit, name: str, owner: Call) -> Wire:
-        local = self.names.fresh(name)
+        local = self.names.fresh(local_name(name))
         inputs = {port: self.materialize(value, f"{local}_{port}", owner).ref for port, value in emit.ports.items()}
         fragment = NodeFragment(emit.op, parameters=dict(emit.parameters))
         refs = self.ctx.child(local, _made(fragment), inputs, ["y"])
