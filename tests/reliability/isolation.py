@@ -8,15 +8,18 @@ an :class:`Outcome`, whatever the child did.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Outcome", "run_cli", "run_isolated"]
+__all__ = ["Outcome", "case_outcomes", "run_cli", "run_isolated"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -127,3 +130,14 @@ def run_cli(
 ) -> Outcome:
     """Run ``trama ARGS...`` (the installed command line) in a bounded child process."""
     return _run("cli", "", args, memory_mb=memory_mb, timeout_s=timeout_s, cwd=cwd, env=env)
+
+
+def case_outcomes(code: str, names: Iterable[str], *, timeout_s: float) -> dict[str, Any]:
+    """Run ``code`` in one bounded child that reports each case on a line ``CASE [name, result]``
+    (a JSON pair), and return the results by name: the child must not crash, and must report
+    every one of ``names``."""
+    child = run_isolated(code, timeout_s=timeout_s)
+    assert not child.crashed, child.describe()
+    found = dict(json.loads(line[5:]) for line in child.stdout.splitlines() if line.startswith("CASE "))
+    assert set(found) == set(names), child.describe()
+    return found

@@ -35,7 +35,7 @@ import pytest
 
 import trama
 from reliability.forkrun import CLI_PRELOAD, FRAMEWORK_PRELOAD, CliJob, run_cli_batch
-from reliability.isolation import run_isolated
+from reliability.isolation import case_outcomes
 from trama import INPUT, Model, Node, Parameter, Ref, Tensor, ValueFact
 from trama.catalog._checkers import checker_for
 from trama.catalog._limits import MAX_ELEMENTS, MAX_TENSOR_BYTES
@@ -255,11 +255,7 @@ for name, (text, inputs) in cases.items():
 def outcomes(runtime: str) -> dict[str, dict[str, Any]]:
     """Every case's outcome on ``runtime``, from one bounded child process."""
     cases = {name: (trama.dumps(model), inputs) for name, (model, inputs) in CASES.items()}
-    child = run_isolated(CHILD.format(runtime=runtime, cases=json.dumps(cases)), timeout_s=180)
-    assert not child.crashed, child.describe()
-    found = dict(json.loads(line[5:]) for line in child.stdout.splitlines() if line.startswith("CASE "))
-    assert set(found) == set(CASES), child.describe()
-    return found
+    return case_outcomes(CHILD.format(runtime=runtime, cases=json.dumps(cases)), CASES, timeout_s=180)
 
 
 def outcome(runtime: str, case: str) -> dict[str, Any]:

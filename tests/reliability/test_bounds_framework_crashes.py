@@ -37,7 +37,7 @@ import pytest
 
 import trama
 from reliability.forkrun import CLI_PRELOAD, FRAMEWORK_PRELOAD, CliJob, run_cli_batch
-from reliability.isolation import run_isolated
+from reliability.isolation import case_outcomes
 from reliability.test_bounds import check, one_leaf
 from trama import INPUT, Model, Node, Parameter, Ref
 from trama.catalog._indexing import clamped_slice
@@ -182,11 +182,7 @@ for name, (text, inputs) in cases.items():
 def outcomes(runtime: str) -> dict[str, dict[str, Any]]:
     """Every case's outcome on ``runtime``, from one bounded child process."""
     cases = {name: (trama.dumps(model), inputs) for name, (model, inputs) in CASES.items()}
-    child = run_isolated(CHILD.format(runtime=runtime, cases=json.dumps(cases)), timeout_s=120)
-    assert not child.crashed, child.describe()
-    found = dict(json.loads(line[5:]) for line in child.stdout.splitlines() if line.startswith("CASE "))
-    assert set(found) == set(CASES), child.describe()
-    return found
+    return case_outcomes(CHILD.format(runtime=runtime, cases=json.dumps(cases)), CASES, timeout_s=120)
 
 
 def outcome(runtime: str, case: str) -> dict[str, Any]:
