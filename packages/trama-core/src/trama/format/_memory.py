@@ -13,12 +13,18 @@ the careful reader (the standard library's parser, whose every allocation is che
 
 from __future__ import annotations
 
+import functools
 import mmap
+from collections.abc import Callable
 from functools import cache
+from typing import ParamSpec, TypeVar
 
 from trama.errors import TramaError
 
-__all__ = ["allocations_may_fail", "can_reserve", "out_of_memory"]
+__all__ = ["allocations_may_fail", "can_reserve", "out_of_memory", "raising_out_of_memory"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _PRIVATE = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
 
@@ -64,3 +70,22 @@ def out_of_memory(what: str) -> TramaError:
         f"not enough memory to {what}: the process ran out of memory (or reached its address-space "
         "limit) while doing it"
     )
+
+
+def raising_out_of_memory(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function so that a ``MemoryError`` inside it is :func:`out_of_memory`'s
+    error for ``what``, raised once the handler has let go of the failed call's frames (and of
+    the memory they held)."""
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(function)
+        def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return function(*args, **kwargs)
+            except MemoryError:
+                pass
+            raise out_of_memory(what)
+
+        return guarded
+
+    return decorate

@@ -35,7 +35,7 @@ from trama.format._external import (
 )
 from trama.format._files import NotRegularFileError, open_regular, read_regular
 from trama.format._jsontext import DocumentFile, gc_paused, lift_text, parse_json
-from trama.format._memory import out_of_memory
+from trama.format._memory import raising_out_of_memory
 from trama.format._model import Model
 from trama.format._progress import Progress, progress_line
 from trama.format._specs import OpRegistry
@@ -80,6 +80,7 @@ def loads(
     return _decode(text, validate=validate, registry=registry, base_dir=base_dir, mmap_weights=mmap_weights)
 
 
+@raising_out_of_memory("read the document")
 def _decode(
     text: str | bytes | mmap.mmap | DocumentFile,
     *,
@@ -91,34 +92,8 @@ def _decode(
     lazy_inline: bool = False,
 ) -> Model:
     """:func:`loads`, for :func:`load` too: which passes a large document as its open file (and
-    the ``progress`` of reading it, and whether its inline tensors are decoded as it is read)."""
-    try:
-        return _decode_text(
-            text,
-            validate=validate,
-            registry=registry,
-            base_dir=base_dir,
-            mmap_weights=mmap_weights,
-            progress=progress,
-            lazy_inline=lazy_inline,
-        )
-    except MemoryError:
-        pass
-    # Raised here, once the handler has let go of the failed read's frames and what they held.
-    raise out_of_memory("read the document")
-
-
-def _decode_text(
-    text: str | bytes | mmap.mmap | DocumentFile,
-    *,
-    validate: bool,
-    registry: OpRegistry | None,
-    base_dir: PathLike | None,
-    mmap_weights: bool,
-    progress: Progress | None,
-    lazy_inline: bool,
-) -> Model:
-    """:func:`_decode`, which turns a ``MemoryError`` raised here into a trama error."""
+    the ``progress`` of reading it, and whether its inline tensors are decoded as it is read);
+    running out of memory is a trama error."""
     resolver = make_resolver(Path(base_dir), mmap_weights=mmap_weights) if base_dir is not None else None
     with gc_paused():
         lifted = lift_text(text, progress, decode=not lazy_inline, hashers=checksum_hasher)
