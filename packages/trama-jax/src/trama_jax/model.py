@@ -493,14 +493,10 @@ def bind_kernel(factory: Callable[..., Any]) -> Callable[..., Any]:
         "and build a callable module for one node with trama.conversion.build_node(node, trama.registry('jax'), "
         "...); see docs/plugins.md, 'Migrating from 0.3 to 0.4'"
     )
+    from trama_jax.plugin import as_jax_module  # the registry's own adapter: one way to wrap
 
-    def build_module(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Any:
-        build = getattr(factory, "from_node", factory)
-        return as_module(node, build(node, children=children, parameters=parameters), parameters)
-
-    build_module.__name__ = getattr(factory, "__name__", "build_module")
-    build_module.__doc__ = factory.__doc__
-    return build_module
+    wrapped: Callable[..., Any] = as_jax_module(factory)
+    return wrapped
 
 
 def build(model: Model, registry: OpRegistry | None = None) -> JaxProgram:
