@@ -1,6 +1,6 @@
 """How far trama's capture gets on real models: the zoo of tests/realworld/, model by model.
 
-For every zoo entry (torchvision, transformers, timm and torch.nn models, small and randomly
+For every zoo entry (torchvision, transformers, timm, diffusers and torch.nn models, small and randomly
 initialised; see tests/realworld/README.md) this builds the model and
 
 * times ``torch.export.export(model, args, kwargs, strict=False)`` on the entry's example inputs;
@@ -43,7 +43,7 @@ from _common import REPO, describe_machine, machine_info, write_json
 
 sys.path.insert(0, str(REPO / "tests"))
 
-LIBRARIES = ("torch", "torchvision", "transformers", "timm", "trama", "trama-torch")
+LIBRARIES = ("torch", "torchvision", "transformers", "timm", "diffusers", "trama", "trama-torch")
 
 
 def first_line(exc: BaseException) -> str:

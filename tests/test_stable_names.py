@@ -3,20 +3,28 @@
 An op node's id was its module path plus torch.export's program-wide node name (``pow_5``): going
 from 2 to 3 layers renamed the final norm's nodes (``pow_5`` -> ``pow_7``), and the layers of
 one stack had different local names. Each scope now counts its own, so a layer's nodes are named
-alike in every layer, and adding a layer renames nothing that was there.
+alike in every layer, and adding a layer renames nothing that was there. The ports of a stack
+(a ``ModuleList``) are named after its layers' ``forward`` parameters, not after the program's
+op names (``to_19``), which moved with every layer added.
+
+What a reviewer sees is checked on ``trama ssa``'s text: a change of ``intermediate_size``
+changes only the lines that carry that size, and one more layer only the lines of that layer
+and the line that says where the stack's result comes from.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from functools import cache
+from typing import Any
 
 import pytest
 from realworld.models import ensure_torchvision_importable
 
 
 @cache
-def _llama_ids(layers: int) -> tuple[str, ...]:
+def _llama(layers: int, intermediate: int = 128) -> Any:
     ensure_torchvision_importable()
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -26,7 +34,7 @@ def _llama_ids(layers: int) -> tuple[str, ...]:
     config = LlamaConfig(
         vocab_size=128,
         hidden_size=64,
-        intermediate_size=128,
+        intermediate_size=intermediate,
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
@@ -36,8 +44,22 @@ def _llama_ids(layers: int) -> tuple[str, ...]:
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).eval()
     ids = torch.randint(0, 128, (2, 8))
-    document = trama.export_model(model, inputs=["input_ids"], outputs=["logits"], example_inputs={"input_ids": ids})
-    return tuple(node.id for node in document.nodes)
+    examples = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    return trama.export_model(
+        model, inputs=["input_ids", "attention_mask"], outputs=["logits"], example_inputs=examples
+    )
+
+
+def _llama_ids(layers: int) -> tuple[str, ...]:
+    return tuple(node.id for node in _llama(layers).nodes)
+
+
+def _changed_lines(before: Any, after: Any) -> list[str]:
+    """The SSA lines only one of two documents has (blank lines aside)."""
+    from trama.tools import to_ssa
+
+    old, new = (to_ssa(document).splitlines() for document in (before, after))
+    return [line for line in difflib.ndiff(old, new) if line[:2] in ("- ", "+ ") and line[2:].strip()]
 
 
 def _inside(ids: tuple[str, ...], layer: int) -> list[str]:
@@ -59,3 +81,18 @@ def test_every_layer_names_its_nodes_alike(layer: int) -> None:
     three = _llama_ids(3)
     assert _inside(three, layer) == _inside(three, 0)
     assert "self_attn.view_1" in _inside(three, 0)  # the attention's second view, counted in its scope
+
+
+def test_a_wider_feed_forward_changes_only_the_lines_that_carry_its_size() -> None:
+    changed = _changed_lines(_llama(2, 128), _llama(2, 256))
+    assert changed
+    for line in changed:
+        assert re.search(r"\b(128|256)\b", line), line
+        assert ".mlp." in line, line
+
+
+def test_one_more_layer_changes_only_that_layer_and_where_the_stack_result_comes_from() -> None:
+    changed = _changed_lines(_llama(2), _llama(3))
+    assert any("layers.2." in line for line in changed)
+    others = [line for line in changed if "layers.2" not in line and not line[2:].startswith("parameters:")]
+    assert others == ["- " + "  return y=%root.model.layers.1.y"], others

@@ -2,7 +2,7 @@
 
 Why: trama's capture is measured against models people actually run, not toy modules written
 for the tests. Every entry here builds a model class exactly as its library ships it (torchvision,
-transformers, timm, torch.nn), only small (few layers, narrow widths, 32x32 or 64x64 images,
+transformers, timm, diffusers, torch.nn), only small (few layers, narrow widths, 32x32 or 64x64 images,
 8-token sequences) so that the whole zoo builds in seconds on a laptop and nothing is downloaded:
 no pretrained weights, no tokenizer files, no hub access. Weights are random but seeded, so two
 builds of one entry are identical.
@@ -474,22 +474,42 @@ def hf_t5_encoder() -> Any:
     return hf.T5EncoderModel(config)
 
 
+#: The encoder-decoder settings of BART and its kin: one layer each side, width 32.
+_SEQ2SEQ = {
+    "vocab_size": VOCAB,
+    "d_model": 32,
+    "encoder_layers": 1,
+    "decoder_layers": 1,
+    "encoder_attention_heads": 2,
+    "decoder_attention_heads": 2,
+    "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64,
+    "max_position_embeddings": 64,
+    "use_cache": False,
+    "attn_implementation": ATTENTION,
+}
+
+
 def hf_bart() -> Any:
+    """BART: learned positions, post-layer-norm; its ``shared`` embedding is also both sides'
+    ``embed_tokens`` (one tied weight under three keys)."""
     hf = _hf()
-    config = hf.BartConfig(
-        vocab_size=VOCAB,
-        d_model=32,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=64,
-        use_cache=False,
-        attn_implementation=ATTENTION,
-    )
-    return hf.BartModel(config)
+    return hf.BartModel(hf.BartConfig(**_SEQ2SEQ))
+
+
+def hf_marian() -> Any:
+    """Marian (the OPUS-MT translation models): sinusoidal positions, scaled embeddings, its
+    ``shared`` embedding tied to both sides' ``embed_tokens``. Its default padding token is the
+    last of a 58101-token vocabulary, so the small vocabulary brings its own."""
+    hf = _hf()
+    return hf.MarianModel(hf.MarianConfig(**_SEQ2SEQ, pad_token_id=1, decoder_start_token_id=1))
+
+
+def hf_pegasus() -> Any:
+    """Pegasus: pre-layer-norm with a final norm on each side, sinusoidal positions, ``shared``
+    tied to both sides' ``embed_tokens``."""
+    hf = _hf()
+    return hf.PegasusModel(hf.PegasusConfig(**_SEQ2SEQ))
 
 
 def hf_vit() -> Any:
@@ -746,6 +766,20 @@ def _text(name: str, factory: Callable[[], Any], output: str) -> RealModel:
     )
 
 
+def _seq2seq(name: str, factory: Callable[[], Any]) -> RealModel:
+    """A transformers encoder-decoder: source tokens and mask, target tokens in; the decoder's
+    and the encoder's last hidden states out."""
+    return RealModel(
+        name,
+        "transformers",
+        _seeded(factory),
+        _bart_inputs,
+        ("input_ids", "attention_mask", "decoder_input_ids"),
+        ("last_hidden_state", "encoder_last_hidden_state"),
+        {**_TOKEN_AXES, "decoder_input_ids": {0: "batch", 1: "target_sequence"}},
+    )
+
+
 def _pixels(name: str, factory: Callable[[], Any], size: int, *outputs: str) -> RealModel:
     """A transformers image model: ``pixel_values`` in, ``outputs`` (its ``ModelOutput`` keys) out."""
     return RealModel(name, "transformers", _seeded(factory), _pixel_values(size), ("pixel_values",), outputs)
@@ -761,15 +795,9 @@ _TRANSFORMERS = [
     _text("hf_qwen2", hf_qwen2, "logits"),
     _text("hf_mistral", hf_mistral, "logits"),
     _text("hf_t5_encoder", hf_t5_encoder, "last_hidden_state"),
-    RealModel(
-        "hf_bart",
-        "transformers",
-        _seeded(hf_bart),
-        _bart_inputs,
-        ("input_ids", "attention_mask", "decoder_input_ids"),
-        ("last_hidden_state", "encoder_last_hidden_state"),
-        {**_TOKEN_AXES, "decoder_input_ids": {0: "batch", 1: "target_sequence"}},
-    ),
+    _seq2seq("hf_bart", hf_bart),
+    _seq2seq("hf_marian", hf_marian),
+    _seq2seq("hf_pegasus", hf_pegasus),
     RealModel("hf_vit", "transformers", _seeded(hf_vit), _pixel_values(32), ("pixel_values",), ("last_hidden_state",)),
     RealModel(
         "hf_whisper_encoder",
@@ -853,6 +881,13 @@ def timm_poolformer() -> Any:
     )
 
 
+def timm_res2net() -> Any:
+    """res2net50_14w_8s's blocks (each splits its channels into 8 groups of convolutions that
+    feed one another: the ``convs`` and ``bns`` lists are called in turn), narrow, 2 blocks in
+    the first stage and one in each other. timm's ResNet takes the shrinking settings."""
+    return _timm("res2net50_14w_8s", layers=[2, 1, 1, 1], channels=(16, 32, 64, 128), stem_width=16)()
+
+
 _TIMM_SWIN = {"img_size": 32, "window_size": 4, "embed_dim": 16, "depths": (1, 1), "num_heads": (1, 2)}
 _TIMM_VIT = {"img_size": 32, "patch_size": 8, "depth": 2, "embed_dim": 32, "num_heads": 2}
 
@@ -871,7 +906,70 @@ _TIMM = [
     _vision("timm_ghostnet_050", _timm("ghostnet_050"), 32, "timm"),
     _vision("timm_mixer", timm_mixer, 32, "timm"),
     _vision("timm_poolformer", timm_poolformer, 32, "timm"),
+    _vision("timm_res2net", timm_res2net, 32, "timm"),
     _vision("timm_pvt_v2", _timm("pvt_v2_b0"), 64, "timm"),
+]
+
+# ----------------------------------------------------------------------------------------------
+# diffusers
+# ----------------------------------------------------------------------------------------------
+
+_LATENT = 16  # the images of the diffusion models: 16x16, two resolutions
+
+
+def diffusers_unet() -> Any:
+    """The denoising U-Net of DDPM (``UNet2DModel``): a timestep embedding, two resolutions of
+    one ResNet block each, self-attention at the lower one; its middle block calls its
+    ``attentions`` and ``resnets`` lists in turn (``resnets[0]``, then ``attentions[i]`` and
+    ``resnets[i + 1]``)."""
+    diffusers = _library("diffusers")
+    return diffusers.UNet2DModel(
+        sample_size=_LATENT,
+        in_channels=3,
+        out_channels=3,
+        layers_per_block=1,
+        block_out_channels=(8, 16),
+        down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+        up_block_types=("AttnUpBlock2D", "UpBlock2D"),
+        norm_num_groups=4,
+        attention_head_dim=4,
+    )
+
+
+def diffusers_vae() -> Any:
+    """The variational autoencoder of Stable Diffusion (``AutoencoderKL``), two resolutions of one
+    block, 4 latent channels; ``forward`` encodes, takes the posterior's mode and decodes."""
+    diffusers = _library("diffusers")
+    return diffusers.AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
+        up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"),
+        block_out_channels=(8, 16),
+        layers_per_block=1,
+        latent_channels=4,
+        norm_num_groups=4,
+        sample_size=_LATENT,
+    )
+
+
+def _noisy_sample() -> Inputs:
+    generator = _generator()
+    return {
+        "sample": torch.randn(BATCH, 3, _LATENT, _LATENT, generator=generator),
+        "timestep": torch.randint(0, 1000, (BATCH,), generator=generator),
+    }
+
+
+def _sample() -> Inputs:
+    return {"sample": torch.randn(BATCH, 3, _LATENT, _LATENT, generator=_generator())}
+
+
+_DIFFUSERS = [
+    RealModel(
+        "diffusers_unet", "diffusers", _seeded(diffusers_unet), _noisy_sample, ("sample", "timestep"), ("sample",)
+    ),
+    RealModel("diffusers_vae", "diffusers", _seeded(diffusers_vae), _sample, ("sample",), ("sample",)),
 ]
 
 # ----------------------------------------------------------------------------------------------
@@ -1043,7 +1141,7 @@ _TORCH = [
     RealModel("torch_keyword_spotter", "torch", _seeded(KeywordSpotter), _waveform, ("waveform",), ("logits",)),
 ]
 
-ZOO: tuple[RealModel, ...] = (*_TORCHVISION, *_TRANSFORMERS, *_TIMM, *_TORCH)
+ZOO: tuple[RealModel, ...] = (*_TORCHVISION, *_TRANSFORMERS, *_TIMM, *_DIFFUSERS, *_TORCH)
 
 
 def by_name(name: str) -> RealModel:

@@ -39,7 +39,7 @@ def test_zoo_is_large_varied_and_uniquely_named() -> None:
     names = [entry.name for entry in ZOO]
     assert len(names) >= 30
     assert len(set(names)) == len(names)
-    assert {entry.library for entry in ZOO} == {"torchvision", "transformers", "timm", "torch"}
+    assert {entry.library for entry in ZOO} == {"torchvision", "transformers", "timm", "diffusers", "torch"}
 
 
 def test_torchvision_workaround_is_idempotent() -> None:

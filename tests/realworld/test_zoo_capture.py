@@ -19,24 +19,17 @@ import re
 from typing import Any
 
 import numpy as np
-import pytest
 import torch
 
 import trama
-from realworld.models import ZOO, RealModel
+from realworld.captures import ZooCapture
 
 #: Models whose capture is refused on purpose, with the reason the error must give.
 REFUSED: dict[str, str] = {}
 
 #: Models whose import comes back with some ``state_dict`` keys renamed, by the original keys
 #: that do not survive (outputs are still exact). Strict, as REFUSED.
-RENAMED_KEYS: dict[str, set[str]] = {
-    # T5 registers one nn.Embedding object under two names, ``shared`` and
-    # ``encoder.embed_tokens``: the document holds it once, where it is called, so the second
-    # name of the same tensor is not in the imported state_dict.
-    "hf_t5_encoder": {"shared.weight"},
-    "hf_bart": {"shared.weight"},  # the same: ``shared`` is also ``encoder.embed_tokens``
-}
+RENAMED_KEYS: dict[str, set[str]] = {}
 
 RUNTIMES = ("numpy", "torch:cpu", "jax:cpu")
 
@@ -49,24 +42,8 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [value]
 
 
-def _captured(entry: RealModel) -> tuple[Any, trama.Model | None, str | None]:
-    model = entry.build()
-    args, kwargs = entry.args_kwargs()
-    try:
-        document = trama.export_model(
-            model,
-            inputs=list(entry.input_names),
-            outputs=list(entry.output_names),
-            example_inputs=kwargs if kwargs else args,
-        )
-    except trama.ExportError as exc:
-        return model, None, str(exc)
-    return model, trama.loads(trama.dumps(document)), None
-
-
-@pytest.mark.parametrize("entry", ZOO, ids=lambda entry: entry.name)
-def test_capture_exports_imports_exactly_and_runs_everywhere(entry: RealModel) -> None:
-    model, document, error = _captured(entry)
+def test_capture_exports_imports_exactly_and_runs_everywhere(zoo_capture: ZooCapture) -> None:
+    entry, model, document, error = zoo_capture.entry, zoo_capture.model, zoo_capture.document, zoo_capture.error
     refused = REFUSED.get(entry.name)
     if refused is not None:
         assert error is not None, f"{entry.name} exports now: remove it from REFUSED"

@@ -11,9 +11,10 @@ a ``Linear`` declared without one.
 The rule these tests hold trama to: the only document text that reaches generated code is what
 the format restricts to ``[A-Za-z0-9_]`` (node names, ports); metadata is data. Each hostile
 string goes into every place a document carries free-form text (node metadata, the
-``torch_name`` of modules, of ``Sequential`` children and of constants, the ``class`` name,
-document metadata), and the model is then imported with every registry, prepared and run on
-every runtime and through ``trama run``: no payload runs, each runtime computes what numpy
+``torch_name`` of modules, of ``Sequential`` children and of constants, the ``torch_aliases``
+of scopes, the ``class`` name, document metadata), and the model is then imported with every
+registry, prepared and run on every runtime and through ``trama run``: no payload runs, each
+runtime computes what numpy
 computes, and the generated code of every imported scope contains none of the strings.
 """
 
@@ -144,7 +145,16 @@ def test_a_hostile_torch_name_is_data_everywhere(
     monkeypatch.chdir(tmp_path)
     targets = ("root", "root.a", "root.b", "root.seq", "root.seq.0", "root.seq.2", "root.scale", "root.mul")
     model = _with_metadata(
-        exported, {node: {"torch_name": payload, "class": payload, payload[:200] or "k": payload} for node in targets}
+        exported,
+        {
+            node: {
+                "torch_name": payload,
+                "class": payload,
+                "torch_aliases": {payload: "a", "a": payload, f"x.{payload}": "seq.0", "extra": "seq"},
+                payload[:200] or "k": payload,
+            }
+            for node in targets
+        },
     )
     model.metadata = {**(model.metadata or {}), "note": payload}
     _check_every_runtime(model, [payload])

@@ -1065,3 +1065,55 @@ def test_vector_norms_are_their_op_and_import_exactly() -> None:
     for name in RUNTIMES:
         (y,) = trama.runtime_for_name(name).prepare(document).run([x.numpy()])
         np.testing.assert_allclose(np.asarray(y), model(x).numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+class _Banded(nn.Module):
+    """Masks its input with a band the program computes once per call, from sizes alone."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = torch.arange(x.shape[-1]).unsqueeze(0)
+        band = (rows - torch.arange(x.shape[-1]).unsqueeze(1)).abs() <= 1
+        return x.masked_fill(~band, 0.0) + x
+
+
+def test_constants_of_the_same_value_are_one_table_entry() -> None:
+    model = nn.Sequential(_Banded(), nn.Linear(4, 4), _Banded())
+    document = capture(model, ["x"], ["y"], (torch.randn(4, 4),))
+    computed = [each for each in document.nodes if each.op == "constant"]
+    assert {each.parent for each in computed} == {"root.0", "root.2"}  # each layer keeps its node
+    assert len({each.parameters["value"] for each in computed}) == len(computed) // 2  # one entry per value
+    back = imported(document)
+    x = torch.randn(4, 4)
+    with torch.no_grad():
+        assert torch.equal(back(x), model(x))
+    assert_runtimes_agree(document, model, x)
+
+
+class _Optional(nn.Module):
+    """A block with its optional parts switched off, as timm writes them (``nn.Identity``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.Identity()
+        self.proj = nn.Sequential(nn.Linear(4, 4), nn.Identity(), nn.Linear(4, 4))
+        self.drop = nn.Dropout(0.1)
+        self.drop_path = nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.drop_path(self.drop(self.proj(self.norm(x))))
+
+
+def test_an_identity_attribute_is_no_node_and_the_rest_of_the_tree_stays() -> None:
+    model = _Optional()
+    document = capture(model, ["x"], ["y"], (torch.randn(2, 4),))
+    ids = {each.id: each.op for each in document.nodes}
+    assert "root.norm" not in ids
+    assert "root.drop_path" not in ids
+    assert ids["root.proj"] == "Sequential"
+    assert ids["root.proj.1"] == "Identity"  # its place in the chain holds the keys after it
+    assert ids["root.drop"] == "Dropout"  # a module of the tree, class and all
+    back = imported(document)
+    assert list(back.state_dict()) == list(model.state_dict())
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        assert torch.equal(back(x), model.eval()(x))

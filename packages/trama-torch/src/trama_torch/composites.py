@@ -10,7 +10,8 @@ and behaviour are the original's:
   its nested-tensor fast path stays off, so values are those of torch's plain path exactly
   (the ``enable_nested_tensor`` slot is kept on the module, for a later export);
 * ``Graph`` is a ``torch.fx.GraphModule`` that runs the node's wiring
-  (:mod:`trama_torch.wiring`), with the children as submodules under their node names.
+  (:mod:`trama_torch.wiring`), with the children as submodules under their node names (and a
+  child registered again under each other name its node's ``torch_aliases`` gives it).
 
 A ``Graph`` needs its children's nodes (their wiring), which the importer's factory protocol
 does not pass: see :func:`child_nodes`.
@@ -28,7 +29,7 @@ from torch import nn
 from trama.errors import ImportModelError
 from trama.format import Node, Parameter
 from trama_torch.walk import evaluation_mode
-from trama_torch.wiring import ScopeModule, as_module, scope_module, torch_name
+from trama_torch.wiring import ScopeModule, as_module, scope_module, torch_aliases, torch_name
 
 __all__ = ["child_module_names", "child_nodes", "composite_factories", "sequential_names"]
 
@@ -102,8 +103,10 @@ def graph(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, P
     """The node's wiring compiled into a ``GraphModule`` whose submodules are the children.
 
     The generated class is named after the source class the exporter noted in the node's
-    metadata (``Residual``), so that ``print(module)`` reads like the original; that name is
-    all the metadata is used for."""
+    metadata (``Residual``), so that ``print(module)`` reads like the original; its
+    ``torch_aliases`` (``{"shared": "encoder.embed_tokens"}``) register a submodule again under
+    the other names torch gave it (:func:`trama_torch.wiring.register_aliases`), and children's
+    ``torch_name``\\ s name their ``state_dict`` keys; metadata is used for nothing else."""
     nodes = child_nodes(node, children)
     metadata = node.metadata or {}
     source = metadata.get("class")
@@ -115,6 +118,7 @@ def graph(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, P
         outputs=[bindings[output] for output in node.outputs],
         always_tuple=False,
         class_name=class_name if class_name.isidentifier() else "Graph",
+        aliases=torch_aliases(node),
     )
     return _in_eval_mode(module)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["TORCH_NAME", "Names", "escape", "is_segment"]
+__all__ = ["TORCH_NAME", "Names", "escape", "is_segment", "local_name"]
 
 #: The node metadata key that keeps a torch attribute name the node id had to change.
 TORCH_NAME = "torch_name"
@@ -52,3 +52,15 @@ class Names:
             candidate, n = f"{base}_{n}", n + 1
         self.taken.add(candidate)
         return candidate
+
+
+#: torch.export's count at the end of a node's name (``pow_5``: the program's sixth ``pow``).
+_COUNT = re.compile(r"_[0-9]+\Z")
+
+
+def local_name(name: str) -> str:
+    """A node's name without torch.export's program-wide count (``pow_5`` -> ``pow``): the
+    scope counts its own (``pow``, ``pow_1``… through :class:`~trama_torch.names.Names`), so
+    the second ``view`` of an attention block is ``view_1`` whatever ran before it, and adding a
+    layer renames nothing after it."""
+    return _COUNT.sub("", name) or name

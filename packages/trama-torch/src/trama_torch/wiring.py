@@ -32,6 +32,15 @@ keeps (``{"torch_name": "block1-0"}``, any text torch accepts) is data only: the
 held under its node name, and the scope's ``state_dict`` hooks write and read its keys under
 the torch name (:func:`scope_module`). Metadata never decides what is computed: a torch name
 that two children claim, or that another child's name already is, is not used.
+
+A module node's torch name may be a dotted path below the scope (``{"torch_name":
+"attentions.0"}``): the capture writes the items of two ``ModuleList``\\ s whose calls interleave
+as children of the scope itself, and their keys still say ``attentions.0.weight``. A module that
+torch registers under several names is held once, where it is called, and the scope's
+``{"torch_aliases": {"shared": "encoder.embed_tokens"}}`` registers it again under each other
+name (:func:`register_aliases`): ``back.shared is back.encoder.embed_tokens``, as in the original,
+and the keys of both names are in the ``state_dict``. Both are data too: they name
+``state_dict`` keys and attributes that no generated code reads.
 """
 
 from __future__ import annotations
@@ -53,14 +62,22 @@ from trama_torch import leaves
 from trama_torch.walk import submodules
 
 __all__ = [
+    "TORCH_ALIASES",
     "ScopeModule",
     "as_module",
     "call_arguments",
     "call_node",
+    "register_aliases",
     "result_paths",
     "scope_module",
+    "torch_aliases",
     "torch_name",
+    "torch_path",
 ]
+
+#: Node metadata key of a ``Graph`` scope: ``{other name: name}``, torch paths below the scope's
+#: module, each other name a submodule of it is registered under (:func:`register_aliases`).
+TORCH_ALIASES = "torch_aliases"
 
 #: Composite ops whose module takes its ports as keywords.
 _KEYWORD_OPS = frozenset({"TransformerEncoder"})
@@ -165,9 +182,12 @@ def as_module(obj: Any) -> nn.Module:
 class ScopeModule(fx.GraphModule):
     """A compiled scope: a ``GraphModule`` whose submodules (and constant tensors) are the
     scope's children, and ``child_attributes`` says which attribute holds each child (its own
-    name, unless Python or ``GraphModule`` reserve it)."""
+    name, unless Python or ``GraphModule`` reserve it); ``state_names`` says under which torch
+    path (``block1-0``, ``attentions.0``) its ``state_dict`` writes an attribute's keys, where
+    that is not the attribute itself."""
 
     child_attributes: dict[str, str]
+    state_names: dict[str, str]
 
     def _recompile_submodules(self) -> list[tuple[str, Any]]:
         """``GraphModule`` recompiles every child ``GraphModule`` whenever it compiles itself, and
@@ -190,12 +210,14 @@ def scope_module(
     always_tuple: bool,
     class_name: str,
     module_class: type[ScopeModule] | None = None,
+    aliases: Mapping[str, str] | None = None,
 ) -> ScopeModule:
     """Compile one scope into a module whose ``forward`` takes ``inputs`` positionally.
 
     ``children`` are the scope's nodes with their built objects, in document order; ``outputs``
     the values returned: the single one as it is unless ``always_tuple``, several as a tuple.
-    ``module_class`` is a subclass of :class:`ScopeModule` to build instead.
+    ``module_class`` is a subclass of :class:`ScopeModule` to build instead. ``aliases`` are the
+    scope's :data:`TORCH_ALIASES`, registered by :func:`register_aliases`.
     """
     holder = nn.Module()
     attributes: dict[str, str] = {}  # child name -> the attribute that holds its module or tensor
@@ -273,10 +295,14 @@ def scope_module(
             copy.register_buffer(attribute, getattr(copy, attribute), persistent=False)
     module.child_attributes = attributes
     renames = _state_renames([node for node, _ in children], attributes, holder)
+    module.state_names = renames
     if renames:
         module.register_state_dict_post_hook(functools.partial(_keys_out, renames))  # type: ignore[no-untyped-call]
         back = {v: k for k, v in renames.items()}
-        module.register_load_state_dict_pre_hook(functools.partial(_keys_in, back))  # type: ignore[no-untyped-call]
+        depth = max(path.count(".") for path in back) + 1
+        module.register_load_state_dict_pre_hook(functools.partial(_keys_in, back, depth))  # type: ignore[no-untyped-call]
+    if aliases:
+        register_aliases(module, aliases)
     return module
 
 
@@ -296,26 +322,44 @@ def _check_segment(node: Node) -> None:
 
 
 def _state_renames(nodes: Sequence[Node], attributes: Mapping[str, str], holder: nn.Module) -> dict[str, str]:
-    """attribute -> the name its ``state_dict`` keys carry, where the two differ: the torch
-    name the exporter escaped (``block1_0`` holds what torch called ``block1-0``), or a node
-    name Python or ``GraphModule`` reserve (``code_`` holds ``code``). A name that is not free
-    (another child's attribute or torch name, or a reserved one) is not used: its child keeps
-    its attribute's keys, so no two children ever share keys."""
+    """attribute -> the torch path its ``state_dict`` keys carry, where the two differ: the
+    torch name the exporter escaped (``block1_0`` holds what torch called ``block1-0``), a
+    module's path below the scope (``attentions_0`` holds ``attentions.0``), or a node name
+    Python or ``GraphModule`` reserve (``code_`` holds ``code``). A path that is not free
+    (another child's, one that starts with another child's attribute, one that starts another
+    path, or a reserved one) is not used: its child keeps its attribute's keys, so no two
+    children ever share keys, and each key is read back into the child that wrote it."""
     owned = {*holder._modules, *holder._parameters, *holder._buffers}
     wanted: dict[str, str] = {}
     for node in nodes:
         attribute = attributes.get(node.name)
         if attribute is None or attribute in wanted or node.calls is not None or attribute not in owned:
             continue
-        original = torch_name(node)
+        original = torch_name(node) if node.op == "constant" else torch_path(node)
         if original != attribute:
             wanted[attribute] = original
     claims: dict[str, int] = {}
     for original in wanted.values():
         claims[original] = claims.get(original, 0) + 1
-    return {
-        attribute: original for attribute, original in wanted.items() if claims[original] == 1 and original not in owned
+    free = {
+        original
+        for original in wanted.values()
+        if claims[original] == 1 and original not in owned and original.partition(".")[0] not in owned
     }
+    # No path may start another (``attentions`` and ``attentions.0``): their keys would mix.
+    starts = {".".join(parts[:end]) for parts in (path.split(".") for path in free) for end in range(1, len(parts))}
+    clashing = starts & free
+    return {
+        attribute: original
+        for attribute, original in wanted.items()
+        if original in free and original not in clashing and not _starts_with_any(original, clashing)
+    }
+
+
+def _starts_with_any(path: str, starts: set[str]) -> bool:
+    """Whether one of ``starts`` is a path ``path`` lies below."""
+    parts = path.split(".")
+    return any(".".join(parts[:end]) in starts for end in range(1, len(parts)))
 
 
 def _renamed(key: str, prefix: str, renames: Mapping[str, str]) -> str:
@@ -341,6 +385,7 @@ def _keys_out(
 
 def _keys_in(
     renames: Mapping[str, str],
+    depth: int,
     module: nn.Module,
     state_dict: dict[str, Any],
     prefix: str,
@@ -350,11 +395,23 @@ def _keys_in(
     unexpected_keys: list[str],
     error_msgs: list[str],
 ) -> None:
-    """The scope's ``load_state_dict`` pre-hook: keys under torch names back to attributes."""
+    """The scope's ``load_state_dict`` pre-hook: keys under torch paths (of at most ``depth``
+    parts) back to attributes."""
     for key in [key for key in state_dict if key.startswith(prefix)]:
-        new = _renamed(key, prefix, renames)
+        new = _restored(key, prefix, renames, depth)
         if new != key and new not in state_dict:
             state_dict[new] = state_dict.pop(key)
+
+
+def _restored(key: str, prefix: str, back: Mapping[str, str], depth: int) -> str:
+    """``key`` with the torch path it starts with below ``prefix`` (``attentions.0``) back to
+    the attribute that holds that child (``attentions_0``); the paths start no other."""
+    parts = key[len(prefix) :].split(".")
+    for end in range(1, min(depth, len(parts) - 1) + 1):
+        attribute = back.get(".".join(parts[:end]))
+        if attribute is not None:
+            return ".".join([f"{prefix}{attribute}", *parts[end:]])
+    return key
 
 
 def _value_name(attribute: str) -> str:
@@ -419,6 +476,104 @@ def torch_name(node: Node) -> str:
     ):
         return original
     return node.name
+
+
+def torch_path(node: Node) -> str:
+    """Where a module node's ``state_dict`` keys go below its scope: its torch name, which for
+    a module may be a dotted path (``attentions.0``: an item of a container whose calls the
+    capture wrote into the scope itself) of parts as :func:`torch_name` honours a name, else
+    its node name. Data only, as the torch name."""
+    original = (node.metadata or {}).get("torch_name")
+    if isinstance(original, str) and "." in original and _is_torch_path(original):
+        return original
+    return torch_name(node)
+
+
+def _is_torch_path(path: str) -> bool:
+    """A dotted path torch could have made: printable, at most 256 characters, no empty part."""
+    return 0 < len(path) <= _MAX_TORCH_NAME and path.isprintable() and all(path.split("."))
+
+
+def torch_aliases(node: Node) -> dict[str, str]:
+    """A ``Graph`` node's :data:`TORCH_ALIASES` (``{"shared": "encoder.embed_tokens"}``), its
+    well-formed entries only: both torch paths as :func:`torch_path` honours them."""
+    found = (node.metadata or {}).get(TORCH_ALIASES)
+    if not isinstance(found, Mapping):
+        return {}
+    return {
+        alias: target
+        for alias, target in found.items()
+        if isinstance(alias, str) and isinstance(target, str) and _is_torch_path(alias) and _is_torch_path(target)
+    }
+
+
+def register_aliases(scope: ScopeModule, aliases: Mapping[str, str]) -> None:
+    """Register submodules of ``scope`` again under their other torch names: ``{"shared":
+    "encoder.embed_tokens"}`` makes ``scope.shared`` the very module that the scope holds at
+    ``encoder.embed_tokens`` (T5 and BART register one ``nn.Embedding`` under both names), so its
+    keys are in the ``state_dict`` under both, and a tie stays one object.
+
+    Both are torch paths below the scope, as its ``state_dict`` keys spell them: the target is
+    found through the modules the scope holds (a child held under its node name, by its torch
+    path). The alias goes into the scope itself, or into plain ``nn.Module``\\ s made for it
+    where its path names nothing yet, never into a module a node built, and only under a name
+    that nothing there has or claims: an alias replaces nothing, changes no computation and
+    makes no cycle (the scope is no submodule of its own submodule). An entry that cannot be
+    placed so is left out: it is data."""
+    made: set[int] = set()
+    for alias, target in aliases.items():
+        module = _torch_submodule(scope, target)
+        if module is None or module is scope:
+            continue
+        *path, last = alias.split(".")
+        owner: nn.Module = scope
+        placed = True
+        for part in path:
+            child = owner._modules.get(part)
+            if child is None and _free(owner, part):
+                child = nn.Module()
+                owner.add_module(part, child)
+                made.add(id(child))
+            if child is None or id(child) not in made:
+                placed = False
+                break
+            owner = child
+        if placed and _free(owner, last):
+            owner.add_module(last, module)
+
+
+def _free(owner: nn.Module, name: str) -> bool:
+    """Whether ``name`` is no attribute of ``owner`` and starts no torch path of its keys."""
+    if hasattr(owner, name):
+        return False
+    names: dict[str, str] = getattr(owner, "state_names", {}) if isinstance(owner, ScopeModule) else {}
+    return all(path.partition(".")[0] != name for path in names.values())
+
+
+def _torch_submodule(scope: nn.Module, path: str) -> nn.Module | None:
+    """The module at ``path`` below ``scope`` as ``state_dict`` keys name it: in a compiled scope
+    by its children's torch paths (``attentions.0``, ``block1-0``), elsewhere by the registered
+    names; ``None`` where that is no module."""
+    parts = path.split(".")
+    module = scope
+    index = 0
+    while index < len(parts):
+        names: dict[str, str] = getattr(module, "state_names", {}) if isinstance(module, ScopeModule) else {}
+        child: nn.Module | None = None
+        step = 1
+        for attribute, original in names.items():
+            pieces = original.split(".")
+            if parts[index : index + len(pieces)] == pieces:
+                child, step = module._modules.get(attribute), len(pieces)
+                break
+        else:
+            if parts[index] not in names:  # an attribute whose keys are written elsewhere is not its name
+                child = module._modules.get(parts[index])
+        if child is None:
+            return None
+        module = child
+        index += step
+    return module
 
 
 def _state_path(node: Node) -> str:

@@ -27,6 +27,7 @@ from trama.catalog import result_type
 from trama.format import numpy_dtype
 from trama_torch.capture.aten import Alias, Emit, Register, _Node, _operand, _size_read, _unary
 from trama_torch.capture.values import ConstTensor, Sym, is_runtime
+from trama_torch.names import local_name
 from trama_torch.tensors import TORCH_DTYPES
 
 __all__ = ["register"]
@@ -140,7 +141,7 @@ def _held_operand(
         if dtype is None:
             raise call.missing(f"takes {name}={value!r} with operands whose dtypes the capture does not know")
         del parameters[slot]
-        ports[slot] = ConstTensor(torch.tensor(value, dtype=dtype), f"{call.node.name}_{slot}")
+        ports[slot] = ConstTensor(torch.tensor(value, dtype=dtype), f"{local_name(call.node.name)}_{slot}")
 
 
 def _compare(op: str) -> Handler:
@@ -203,7 +204,7 @@ def _clamp(call: _Node) -> Any:
             dtype = _promoted(call, "self", "min", "max")
             if dtype is None:
                 raise call.missing(f"takes {name}={value!r} with operands whose dtypes the capture does not know")
-            ports[name] = ConstTensor(torch.tensor(value, dtype=dtype), f"{call.node.name}_{name}")
+            ports[name] = ConstTensor(torch.tensor(value, dtype=dtype), f"{local_name(call.node.name)}_{name}")
         elif isinstance(value, (bool, int, float)):
             parameters[name] = value
         else:

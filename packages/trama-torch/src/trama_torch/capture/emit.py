@@ -14,6 +14,11 @@ took and gave. This module writes the nodes:
   outputs after the returned structure (``y``; ``y0``, ``y1``; a dict's keys); an
   ``nn.Sequential`` whose children chain ``x`` to ``y`` is the catalog's ``Sequential``;
 * items of a ``ModuleList``/``ModuleDict`` sit in a container node (:mod:`trama_torch.capture.plan`);
+  where the items of two containers interleave, they are the scope's own children, each keeping
+  its torch path (``attentions_0`` with ``{"torch_name": "attentions.0"}``);
+* a module registered under several names (T5's ``shared``, also ``encoder.embed_tokens``) is a
+  node where it is called, and the scope that holds both names says the others
+  (``{"torch_aliases": {"shared": "encoder.embed_tokens"}}``), so the import registers it again;
 * a module called again is a calling node when its second call computes what the first did
   (same graph, same settings), else a node of its own sharing the parameter entries;
 * parameters and buffers are read from the module objects, never from the program's copies, and
@@ -25,13 +30,15 @@ took and gave. This module writes the nodes:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
+import hashlib
 import inspect
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import torch.fx as fx
 from torch import nn
@@ -43,6 +50,7 @@ from trama_torch import leaves
 from trama_torch.capture import aten, decompose
 from trama_torch.capture.plan import Group, Unit, plan_units
 from trama_torch.capture.program import Captured, source_line
+from trama_torch.capture.sharing import unshare_aliases
 from trama_torch.capture.tree import (
     Call,
     CallTree,
@@ -55,8 +63,10 @@ from trama_torch.capture.tree import (
 )
 from trama_torch.capture.values import ConstTensor, Several, StateTensor, Sym, Wire
 from trama_torch.fragments import Fixed, export_dormant
-from trama_torch.names import TORCH_NAME, Names, is_segment
+from trama_torch.names import TORCH_NAME, Names, is_segment, local_name
 from trama_torch.tensors import export_tensor
+from trama_torch.walk import submodules
+from trama_torch.wiring import TORCH_ALIASES
 
 __all__ = ["Capture"]
 
@@ -101,6 +111,9 @@ class _ScopePlan:
     #: node -> its definitions in the scope, by position
     defs: dict[fx.Node, list[tuple[float, Unit]]]
     reads: dict[Unit, list[fx.Node]]
+    #: each call's path below the scope's module as torch names it, split (``("attentions", "0")``),
+    #: whatever its place became; ``()`` where the module is not below it
+    origins: dict[Unit, tuple[str, ...]] = field(default_factory=dict)
 
     def latest(self, node: fx.Node, position: float = float("inf")) -> Unit | None:
         found = self.defs.get(node)
@@ -108,6 +121,57 @@ class _ScopePlan:
             return None
         index = bisect.bisect_left([place for place, _ in found], position)
         return found[index - 1][1] if index > 0 else None
+
+
+@dataclass
+class _Held:
+    """Where the document holds the model's modules, by their torch paths (``encoder.layers.0``).
+
+    A module torch registers under several names is a node where it is called; each scope then
+    says which of its other names no node holds (:meth:`Capture.aliases`)."""
+
+    #: each scope call's path in the model as the document holds it (``None``: not known)
+    scopes: dict[Call, str | None] = field(default_factory=dict)
+    #: the paths of the modules that a node holds (a call's node, a container's)
+    paths: set[str] = field(default_factory=set)
+    #: the paths some scope's ``torch_aliases`` gives
+    aliased: set[str] = field(default_factory=set)
+    #: the paths of modules whose whole state a node writes (a leaf's), or whose place is not known
+    whole: set[str] = field(default_factory=set)
+    #: the ``state_dict`` keys of the tensors a scope reads, each written as a ``constant`` there
+    keys: set[str] = field(default_factory=set)
+
+    def writes(self, key: str) -> bool:
+        """Whether a node writes the model's ``state_dict`` key ``key`` (as far as is known: a key
+        below a module whose place is not known counts as written)."""
+        if key in self.keys:
+            return True
+        parts = key.split(".")
+        return any(
+            ".".join(parts[:end]) in self.whole or ".".join(parts[:end]) in self.aliased for end in range(1, len(parts))
+        )
+
+
+def _join(prefix: str, path: str) -> str:
+    return f"{prefix}.{path}" if prefix and path else prefix or path
+
+
+def _runs(place: tuple[str, ...], origin: tuple[str, ...]) -> list[tuple[str, ...]] | None:
+    """The parts of ``origin`` (a torch path, split) each part of ``place`` was joined from with
+    ``_`` (``("attentions_0",)`` from ``("attentions", "0")``), in order, or ``None`` where
+    ``place`` is not ``origin``'s start so joined. Each run is the only one: a longer one joins
+    to a longer string."""
+    runs: list[tuple[str, ...]] = []
+    start = 0
+    for part in place:
+        end = start + 1
+        while end <= len(origin) and "_".join(origin[start:end]) != part:
+            end += 1
+        if end > len(origin):
+            return None
+        runs.append(origin[start:end])
+        start = end
+    return runs
 
 
 def _walk(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -168,18 +232,6 @@ _CHECKS = frozenset(
 )
 
 
-#: torch.export's count at the end of a node's name (``pow_5``: the program's sixth ``pow``).
-_COUNT = re.compile(r"_[0-9]+\Z")
-
-
-def local_name(name: str) -> str:
-    """A node's name without torch.export's program-wide count (``pow_5`` -> ``pow``): the
-    scope counts its own (``pow``, ``pow_1``… through :class:`~trama_torch.names.Names`), so
-    the second ``view`` of an attention block is ``view_1`` whatever ran before it, and adding a
-    layer renames nothing after it."""
-    return _COUNT.sub("", name) or name
-
-
 def _is_check(node: fx.Node) -> bool:
     return node.op == "call_function" and node.target in _CHECKS and not node.users
 
@@ -210,6 +262,7 @@ class Capture:
                 "no catalog op for it yet"
             ) from None
         self.tree = CallTree.build(captured.recorder, self.program.graph, copies)
+        unshare_aliases(self.tree)
         self.interfaces: dict[Call, Interface] = {}
         self.plans: dict[Call, _ScopePlan] = {}
         self.first: dict[int, _First] = {}
@@ -222,6 +275,8 @@ class Capture:
         #: the example tensor of each model input a dict input was flattened into
         self.flat_examples: dict[str, Any] = {}
         self._names_by_tensor: dict[int, list[str]] | None = None
+        #: the program's constants by value (:meth:`same_value`)
+        self.constant_values: dict[tuple[str, tuple[int, ...], bytes], np.ndarray] = {}
         self._classify_placeholders()
 
     # -- placeholders ---------------------------------------------------------------------
@@ -269,6 +324,13 @@ class Capture:
                 found.setdefault(id(buffer), []).append(name)
             self._names_by_tensor = found
         return self._names_by_tensor.get(id(tensor), [])
+
+    def same_value(self, array: np.ndarray) -> np.ndarray:
+        """The first constant of the capture equal to ``array`` (same dtype, shape and bytes):
+        the key under which a program's constants share one table entry. An attention mask or a
+        position index that every layer folds to the same tensor is stored once."""
+        digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).digest()
+        return self.constant_values.setdefault((array.dtype.str, array.shape, digest), array)
 
     # -- errors ---------------------------------------------------------------------------
 
@@ -462,22 +524,27 @@ class Capture:
             self.plans[call] = found
         return found
 
-    def _places(self, call: Call) -> dict[Call, tuple[str, ...]]:
-        """Each child call's place below ``call``'s module: its container path and name."""
+    def _places(self, call: Call) -> dict[Call, tuple[tuple[str, ...], tuple[str, ...]]]:
+        """Each child call's place below ``call``'s module (its container path and name) and its
+        path there as torch names it, split: the same, except where the place had to be one name
+        (a module below another that is called itself, ``block.0`` beside ``block``, is
+        ``block_0``, its origin ``("block", "0")``), and ``()`` for a module not below it."""
         relative: dict[int, str] = {}
         for name, module in call.module.named_modules(remove_duplicate=False):
             if name:
                 relative.setdefault(id(module), name)
-        places: dict[Call, tuple[str, ...]] = {}
+        places: dict[Call, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         for child in call.children:
             path = relative.get(id(child.module))
             if path is None:
-                path = child.path.replace(".", "_") if child.path else type(child.module).__name__
-            places[child] = tuple(path.split("."))
-        called = {".".join(place) for place in places.values()}
-        for child, place in places.items():
+                name = child.path.replace(".", "_") if child.path else type(child.module).__name__
+                places[child] = ((name,), ())
+            else:
+                places[child] = (tuple(path.split(".")), tuple(path.split(".")))
+        called = {".".join(place) for place, _ in places.values()}
+        for child, (place, origin) in places.items():
             if any(".".join(place[:k]) in called for k in range(1, len(place))):
-                places[child] = ("_".join(place),)
+                places[child] = (("_".join(place),), origin)
         return places
 
     def _plan(self, call: Call) -> _ScopePlan:
@@ -492,9 +559,14 @@ class Capture:
             units.append(unit)
             reads[unit] = list(node.all_input_nodes)
             defines[unit] = [node]
-        for child, place in self._places(call).items():
+        origins: dict[Unit, tuple[str, ...]] = {}
+        chain = self.interface(call).sequential
+        for child, (place, origin) in self._places(call).items():
+            if not chain and _passes_through(child, place):
+                continue  # readers of its result read its argument: the same tensor
             interface = self.interface(child)
             unit = Unit(child, child.position, place)
+            origins[unit] = origin
             units.append(unit)
             reads[unit] = [node for _, node in interface.ports] + list(interface.by_value)
             defines[unit] = [node for _, node in interface.outputs]
@@ -503,7 +575,7 @@ class Capture:
         for unit in units:
             for node in defines[unit]:
                 defs.setdefault(node, []).append((unit.position, unit))
-        plan = _ScopePlan(units, Group(()), {}, {}, defs, reads)
+        plan = _ScopePlan(units, Group(()), {}, {}, defs, reads, origins)
         for unit in units:
             for node in reads[unit]:
                 source = plan.latest(node, unit.position)
@@ -661,7 +733,56 @@ class Capture:
         metadata: dict[str, Any] = {"class": call.cls}
         if interface.sequential:
             return NodeFragment("Sequential", outputs=["y"], output_bindings=bindings, metadata=metadata)
+        path = self.held.scopes.get(call) if call.parent is not None else ""
+        aliases = self.aliases(path) if path is not None else {}
+        if aliases:
+            metadata[TORCH_ALIASES] = aliases
         return NodeFragment("Graph", outputs=list(bindings), output_bindings=bindings, metadata=metadata)
+
+    # -- modules of several names ---------------------------------------------------------
+
+    @functools.cached_property
+    def held(self) -> _Held:
+        """Where the document holds the model's modules, filled in as their nodes are written."""
+        return _Held()
+
+    @functools.cached_property
+    def _module_names(self) -> tuple[list[tuple[str, int]], dict[int, list[str]]]:
+        """The modules torch registers under several names: their paths in the model's order
+        (``named_modules(remove_duplicate=False)``, parents first), and each one's paths."""
+        found: dict[int, list[str]] = {}
+        order: list[tuple[str, int]] = []
+        for path, module in submodules(self.model, remove_duplicate=False):
+            if path:
+                found.setdefault(id(module), []).append(path)
+                order.append((path, id(module)))
+        several = {key: paths for key, paths in found.items() if len(paths) > 1}
+        return [(path, key) for path, key in order if key in several], several
+
+    def aliases(self, path: str) -> dict[str, str]:
+        """The ``torch_aliases`` of the scope whose module is at ``path``: each other name below
+        it (relative to it) of a module a node below it holds, with the name it is held under
+        (``{"shared": "encoder.embed_tokens"}``). A name some scope below gave already, or below
+        a name given (its module comes with it), is left out. Called as each scope's node is
+        finished: every node below it is written by then."""
+        order, several = self._module_names
+        if not order:
+            return {}
+        held = self.held
+        prefix = f"{path}." if path else ""
+        found: dict[str, str] = {}
+        for name, key in order:
+            if not name.startswith(prefix) or name in held.paths or name in held.aliased:
+                continue
+            parts = name.split(".")
+            if any(".".join(parts[:end]) in held.aliased for end in range(1, len(parts))):
+                continue
+            target = next((other for other in several[key] if other.startswith(prefix) and other in held.paths), None)
+            if target is None:
+                continue
+            found[name[len(prefix) :]] = target[len(prefix) :]
+            held.aliased.add(name)
+        return found
 
     def fingerprint(self, call: Call, kinds: tuple[Any, ...]) -> Any:
         """What a call computes, modulo its inputs: equal for two calls that one node can stand for."""
@@ -713,7 +834,10 @@ class Capture:
         seen: set[int] = set()
         tries: dict[str, dict[str, Any]] = {}
         for key, tensor in self.model.state_dict(keep_vars=True).items():
-            if id(tensor) in seen or id(tensor) in self.covered:
+            # A tied tensor's other key that no node writes (T5's ``shared.weight``, the weight of an
+            # ``nn.Embedding`` never called, which ``encoder.embed_tokens`` reads) is a constant too,
+            # sharing the tensor's entry.
+            if (id(tensor) in seen or id(tensor) in self.covered) and self.held.writes(key):
                 continue
             seen.add(id(tensor))
             owner, _, attribute = key.rpartition(".")
@@ -894,16 +1018,19 @@ class _Level:
                     metadata[TORCH_PERSISTENT] = False  # computed by the program: no module's state
                 if isinstance(value, StateTensor):
                     self.capture.covered.add(key)
+                    scope = self.capture.held.scopes.get(self.call) if self.call.parent is not None else ""
+                    if value.below and scope is not None:
+                        self.capture.held.keys.add(_join(scope, value.name))
                     if key in self.capture.transient:
                         metadata[TORCH_PERSISTENT] = False
                     nested = "." in value.name and value.below and not self.in_container
                     if nested or ("." not in value.name and not is_segment(value.name)):
                         metadata[TORCH_NAME] = value.name  # a submodule's state keeps its path
+                tensor = export_tensor(value.tensor)
+                if isinstance(value, ConstTensor):  # a value, not an object: equal ones share one entry
+                    tensor = dataclasses.replace(tensor, key=self.capture.same_value(tensor.value))
                 fragment = NodeFragment(
-                    "constant",
-                    outputs=["y"],
-                    parameters={"value": export_tensor(value.tensor)},
-                    metadata=metadata or None,
+                    "constant", outputs=["y"], parameters={"value": tensor}, metadata=metadata or None
                 )
                 local = self.names.fresh(value.name.replace(".", "_"))
                 refs = self.ctx.child(local, _made(fragment), {}, ["y"])
@@ -924,6 +1051,7 @@ class _Level:
     # -- units --------------------------------------------------------------------------------
 
     def run(self, group: Group, needed: set[tuple[Unit | None, fx.Node]]) -> None:
+        self.group = group
         self._reserve(group)
         for unit in group.units:
             if isinstance(unit, Group):
@@ -943,6 +1071,8 @@ class _Level:
             elif unit.is_call:
                 wanted.append((unit, self.plan.names[unit]))
         self.reserved: dict[int, str] = {}
+        #: the units that got their name first (a second call of one module is not one)
+        self.first_named: set[int] = set()
         used: set[str] = set()
         for valid in (True, False):
             for unit, name in wanted:
@@ -952,14 +1082,47 @@ class _Level:
                     continue
                 used.add(name)
                 self.reserved[id(unit)] = self.names.fresh(name)
+                self.first_named.add(id(unit))
         for unit, name in wanted:
             if id(unit) not in self.reserved:
                 self.reserved[id(unit)] = self.names.fresh(name)
 
     def _node_name(self, unit: Unit | Group) -> tuple[str, dict[str, Any]]:
+        """A call's or container's node name, and the metadata that keeps its torch name where
+        the name is not it: an escaped one (``{"torch_name": "block1-0"}``), or the torch path
+        a name was joined from (``attentions_0``, an item of a ``ModuleList`` whose calls
+        interleave with another's: ``{"torch_name": "attentions.0"}``, so the import writes its
+        keys as ``attentions.0.weight``). A second call's node of its own does not claim it."""
         name = self.reserved[id(unit)]
         original = unit.name if isinstance(unit, Group) else self.plan.names[unit]
+        found = self._origin(unit)
+        if found is not None and len(found[0]) > 1 and id(unit) in self.first_named:
+            return name, {TORCH_NAME: ".".join(found[0])}
         return name, ({TORCH_NAME: original} if not is_segment(original) else {})
+
+    def _origin(self, unit: Unit | Group) -> tuple[tuple[str, ...], str | None] | None:
+        """A call's or container's torch path below this level (the parts its name was joined
+        from) and its module's path in the model, where the document holds it (``None`` where
+        the scope's is not known), or ``None`` where the name was made up otherwise."""
+        if isinstance(unit, Group):
+            first = min(unit.members, key=lambda member: member.position)
+            origin, place, whole = self.plan.origins.get(first, ()), unit.path, False
+        else:
+            origin, place, whole = self.plan.origins.get(unit, ()), (*self.group.path, self.plan.names[unit]), True
+        runs = _runs(place, origin) if origin else None
+        if not runs or (whole and sum(len(run) for run in runs) != len(origin)):
+            return None
+        scope = self.capture.held.scopes.get(self.call) if self.call.parent is not None else ""
+        used = origin[: sum(len(run) for run in runs)]
+        return runs[-1], (_join(scope, ".".join(used)) if scope is not None else None)
+
+    def _hold(self, unit: Unit | Group) -> str | None:
+        """Note that a node holds ``unit``'s module at its torch path; that path, or ``None``."""
+        found = self._origin(unit)
+        path = found[1] if found is not None else None
+        if path is not None:
+            self.capture.held.paths.add(path)
+        return path
 
     def op(self, unit: Unit) -> None:
         node: fx.Node = unit.item
@@ -1154,9 +1317,10 @@ class _Level:
         except Exception:
             return _MISSING
         if isinstance(result, torch.Tensor):
-            return ConstTensor(result, node.name)
+            return ConstTensor(result, local_name(node.name))
         if isinstance(result, (tuple, list)) and all(isinstance(item, torch.Tensor) for item in result):
-            return Several(tuple(ConstTensor(item, f"{node.name}_{index}") for index, item in enumerate(result)))
+            local = local_name(node.name)
+            return Several(tuple(ConstTensor(item, f"{local}_{index}") for index, item in enumerate(result)))
         if isinstance(result, (bool, int, float)) or result is None:
             return result
         return _MISSING
@@ -1175,6 +1339,10 @@ class _Level:
         capture = self.capture
         interface = capture.interface(call)
         name, extra = self._node_name(unit)
+        path = capture.held.scopes[call] = self._hold(unit)
+        if path is None or call.opaque in ("leaf", "encoder", "exportable"):
+            # Its node writes the module's whole state (or where is not known: taken as whole).
+            capture.held.whole.add(call.path if path is None else path)
         values = [(port, self.source(unit, node)) for port, node in interface.ports]
         if call.opaque in ("leaf", "encoder"):
             refs = self._leaf(call, name, extra, values, interface)
@@ -1293,14 +1461,17 @@ class _Level:
                 source = plan.source.get((unit, node))
                 if source is not None and source in members:
                     wanted[(source, node)] = None
-        for key in needed:
+        order = self.capture.tree.order
+        for key in sorted(needed, key=lambda key: (key[0].position if key[0] else -1.0, order.get(key[1], -1.0))):
             if key[0] is not None and key[0] in members:
-                wanted[key] = None
+                wanted[key] = None  # in program order: ``needed`` is a set
         name, extra = self._node_name(group)
+        held = self._hold(group)
         ports = Names()
         inputs: dict[str, Ref] = {}
         incoming: dict[tuple[Unit | None, fx.Node], Any] = {}
         path = ".".join(group.path)
+        port_names = self._item_port_names(members)
         for key in crossing:
             value = self.lookup(*key)
             if isinstance(value, StateTensor) and not (value.below and value.name.startswith(f"{path}.")):
@@ -1308,7 +1479,7 @@ class _Level:
                 # its constant stays with the module, and enters the container by a port.
                 value = self.materialize(value, key[1].name, self.call)
             if isinstance(value, Wire):
-                port = ports.fresh(key[1].name)
+                port = ports.fresh(port_names.get(key[1], local_name(key[1].name)))
                 inputs[port] = value.ref
                 incoming[key] = Wire(Ref(INPUT, port))
             else:
@@ -1327,18 +1498,60 @@ class _Level:
             bindings: dict[str, Ref] = {}
             out_names = Names()
             for key in wanted:
-                output = out_names.fresh(key[1].name)
+                output = out_names.fresh(self._item_output_name(key))
                 bindings[output] = level.materialize(level.lookup(*key), output, self.call).ref
                 outputs[key] = output
             metadata: dict[str, Any] = {**extra}
             if holder is not None:
                 cls = type(holder)
                 metadata["class"] = f"{cls.__module__}.{cls.__qualname__}"
+            aliases = self.capture.aliases(held) if holder is not None and held is not None else {}
+            if aliases:
+                metadata[TORCH_ALIASES] = aliases
             return NodeFragment("Graph", outputs=list(bindings), output_bindings=bindings, metadata=metadata or None)
 
         refs = self.ctx.child(name, Fixed(make), inputs)
         for key, output in outputs.items():
             self.values[key] = Wire(refs[output])
+
+    def _item_port_names(self, members: set[Unit]) -> dict[fx.Node, str]:
+        """A container's ports are named after what its items call them: each value after the
+        ``forward`` parameter of the first item call that takes it (``attention_mask``), so
+        that the names do not depend on the program's op names nor on the number of items."""
+        named: dict[fx.Node, str] = {}
+        for unit in sorted(members, key=lambda unit: unit.position):
+            if unit.is_call:
+                for name, node in self.capture.interface(unit.item).ports:
+                    named.setdefault(node, name)
+        return named
+
+    def _item_output_name(self, key: tuple[Unit | None, fx.Node]) -> str:
+        """A container's output named as its item's (``y``), or after the op that makes it."""
+        source, node = key
+        if source is not None and source.is_call:
+            for name, output in self.capture.interface(source.item).outputs:
+                if output is node:
+                    return name
+        return local_name(node.name)
+
+
+def _passes_through(call: Call, place: tuple[str, ...]) -> bool:
+    """Whether ``call`` is an ``nn.Identity`` held as a plain attribute (``self.drop_path =
+    nn.Identity()``, the stand-in for a layer a configuration leaves out), which is no node.
+
+    It computes nothing and holds nothing, so a reviewer would read a line of noise per use
+    (timm's EfficientNet has 90). In an ``nn.Sequential`` chain or a container it stays: there
+    its position is part of the ``state_dict`` keys of the items after it."""
+    return (
+        type(call.module) is nn.Identity
+        and len(place) == 1
+        and not place[0].isdigit()
+        and isinstance(call.result, TensorArg)
+        and len(call.args) == 1
+        and not call.kwargs
+        and isinstance(call.args[0], TensorArg)
+        and call.args[0].node is call.result.node
+    )
 
 
 def _has_submodule(module: nn.Module, path: str) -> bool:
