@@ -21,6 +21,7 @@ import pytest
 import trama
 from trama import INPUT, Model, Node, OpRegistry, OpSpec, Parameter, ParameterSchema, Ref, RegistryError, Tensor
 from trama.catalog import RNN_MAX_LAYERS, Settings, check_settings, standard_specs
+from trama.catalog._arrays_checks import Counts
 from trama.catalog._checkers import CHECKERS
 from trama.catalog._function_checks import Index, Shape
 from trama.catalog._layer_checks import ConvPadding, OutputSize
@@ -125,6 +126,8 @@ BASELINES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "sum": ({"dim": 0}, ("x",)),
     "argmax": ({}, ("x",)),
     "getitem": ({"index": [0]}, ("x",)),
+    "repeat_interleave": ({"repeats": [1, 2]}, ("x",)),
+    "topk": ({"k": 1}, ("x",)),
 }
 
 
@@ -263,6 +266,8 @@ def _broken(rule: Rule) -> list[Any]:
         return [[-2], [-1, -1]]
     if isinstance(rule, Index):
         return [[[None, None, 0]], ["i1"], ["...", "..."]]
+    if isinstance(rule, Counts):
+        return [-1, [2, -1], [True], [2**48, 1], 2**48 + 1]
     return []
 
 

@@ -9,6 +9,9 @@ What each op needs on top:
   runtime cannot check values); index tensors come from model inputs or ``constant`` nodes;
 * scans and products of integers use values in −2 … 2, so that int64 results fit in int32
   (JAX's documented dtype exception compares values exactly);
+* ``topk`` draws ties and NaNs freely: every runtime follows the catalog's tie rule (the lower
+  position first), so ``indices`` agree exactly, where torch's own ``topk`` could order equal
+  elements otherwise;
 * ``var``/``std`` use a ``correction`` below the element count: at or above it the divisor is 0,
   and whether a float32 sum of squared deviations of equal values is exactly 0 (NaN) or a
   rounding residue (+∞) is not a property of the op;
@@ -277,6 +280,28 @@ def tiling(op: str) -> st.SearchStrategy[Case]:
     return strategy()
 
 
+@st.composite
+def repeat_interleave(draw: Draw) -> Case:
+    """One count for every slice or one per slice (0 too), along a dimension or, with ``dim``
+    null, the flattened ``x`` (a 0-d ``x`` takes only that)."""
+    gen = _rng(draw)
+    shape = _shape(draw, max_size=3)
+    dim = None if not shape or draw(st.booleans()) else _dim(draw, len(shape))
+    slices = int(np.prod(shape)) if dim is None else shape[dim]
+    repeats: int | list[int]
+    kind = draw(st.sampled_from(["int", "each", "one"]))
+    if kind == "int":
+        repeats = draw(st.integers(0, 3))
+    elif kind == "each":
+        repeats = [draw(st.integers(0, 3)) for _ in range(slices)]
+    else:
+        repeats = [draw(st.integers(0, 3))]
+    slots: dict[str, Any] = {"repeats": repeats}
+    if dim is not None or draw(st.booleans()):
+        slots["dim"] = dim
+    return Case("repeat_interleave", {"x": _tensor(draw, gen, shape, draw(st.sampled_from(_ANY)))}, slots)
+
+
 #: Equations and the sizes of their letters (``.`` is ``...``, drawn as 0 to 2 dimensions).
 _EQUATIONS = (
     "ij,jk->ik",
@@ -399,6 +424,27 @@ def logsumexp(draw: Draw) -> Case:
     return Case("logsumexp", {"x": x}, slots)
 
 
+# --- Selection ------------------------------------------------------------------------------
+
+
+@st.composite
+def topk(draw: Draw) -> Case:
+    """Any ``k`` up to the dimension's size, largest or smallest; float32 with ties (multiples of
+    0.5) and NaNs now and then, or integers of few values (many ties): the runtimes follow the
+    catalog's tie rule, so they agree on ``indices`` too. No bools (torch refuses them)."""
+    gen = _rng(draw)
+    shape = _shape(draw)
+    dim = _dim(draw, len(shape))
+    size = shape[dim] if shape else 1
+    dtype = draw(st.sampled_from(["float32", "float32", "int32", "int64"]))
+    x = _floats(draw, gen, shape, nan=True) if dtype == "float32" else _tensor(draw, gen, shape, dtype, -2, 2)
+    slots: dict[str, Any] = {"k": draw(st.integers(0, size))}
+    if dim != -1 or draw(st.booleans()):
+        slots["dim"] = dim
+    _maybe(draw, slots, "largest", st.booleans())
+    return Case("topk", {"x": x}, slots)
+
+
 # --- Creation -------------------------------------------------------------------------------
 
 _CREATED_DTYPES = (None, "float32", "int32", "int64", "bool", "uint8", "int8", "float16")
@@ -491,10 +537,12 @@ CASES: dict[str, st.SearchStrategy[Case]] = {
     "slice_scatter": slice_scatter(),
     "linalg_vector_norm": linalg_vector_norm(),
     **{op: tiling(op) for op in ("repeat", "tile")},
+    "repeat_interleave": repeat_interleave(),
     "einsum": einsum(),
     **{op: reduction(op) for op in ("min", "any", "all", "var", "std")},
     **{op: single(op) for op in ("argmin", "prod")},
     "logsumexp": logsumexp(),
+    "topk": topk(),
     "arange": arange(),
     "full": full(),
     **{op: constant_fill(op) for op in ("zeros", "ones")},

@@ -668,6 +668,114 @@ def hf_phi3() -> Any:
     return hf.Phi3ForCausalLM(config)
 
 
+# Grouped-query decoders: 4 query heads sharing 2 key/value heads.
+_GROUPED = {**_DECODER, "num_attention_heads": 4, "num_key_value_heads": 2}
+
+
+def hf_gptj() -> Any:
+    """GPT-J: interleaved rotary positions (``repeat_interleave`` of sin and cos) on part of each
+    head, attention and MLP in parallel."""
+    hf = _hf()
+    config = hf.GPTJConfig(
+        vocab_size=VOCAB,
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        rotary_dim=4,
+        bos_token_id=VOCAB - 1,  # the default, 50256, lies outside the small vocabulary
+        eos_token_id=VOCAB - 1,
+        use_cache=False,
+        attn_implementation=ATTENTION,
+    )
+    return hf.GPTJModel(config)
+
+
+def hf_codegen() -> Any:
+    """CodeGen: GPT-J's interleaved rotary positions, with a fused qkv projection split in groups."""
+    hf = _hf()
+    config = hf.CodeGenConfig(
+        vocab_size=VOCAB,
+        n_positions=64,
+        n_ctx=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        rotary_dim=4,
+        bos_token_id=VOCAB - 1,  # the default, 50256, lies outside the small vocabulary
+        eos_token_id=VOCAB - 1,
+        use_cache=False,
+        attn_implementation=ATTENTION,
+    )
+    return hf.CodeGenModel(config)
+
+
+def hf_cohere() -> Any:
+    """Cohere: rotary frequencies interleaved (``torch.repeat_interleave(freqs, 2, dim=-1)``),
+    a bias-free LayerNorm, attention and MLP in parallel."""
+    hf = _hf()
+    config = hf.CohereConfig(
+        **_GROUPED,
+        bos_token_id=1,
+        eos_token_id=VOCAB - 1,  # the default, 255001, lies outside the small vocabulary
+        attn_implementation=ATTENTION,
+    )
+    return hf.CohereModel(config)
+
+
+# Mixture-of-experts models route each token with ``topk``. transformers' default experts
+# implementation ("grouped_mm") sorts the routed tokens by expert (aten.sort) and multiplies
+# groups whose sizes are known at run time only (torch.histc, then the custom op
+# transformers::grouped_mm_fallback on the CPU); "eager" loops over the experts that received a
+# token (``nonzero``), a branch on values torch.export cannot capture. "batched_mm" gathers each
+# token's experts' weights and multiplies them batched: static shapes, catalog ops.
+_EXPERTS = "batched_mm"
+
+
+def hf_mixtral() -> Any:
+    """Mixtral: a top-2 router over 4 experts in every layer (``MixtralTopKRouter``)."""
+    hf = _hf()
+    config = hf.MixtralConfig(
+        **_GROUPED,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        attn_implementation=ATTENTION,
+        experts_implementation=_EXPERTS,
+    )
+    return hf.MixtralModel(config)
+
+
+def hf_qwen2_moe() -> Any:
+    """Qwen2-MoE: a top-2 router over 4 experts next to a gated shared expert."""
+    hf = _hf()
+    config = hf.Qwen2MoeConfig(
+        **_GROUPED,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=64,
+        attn_implementation=ATTENTION,
+        experts_implementation=_EXPERTS,
+    )
+    return hf.Qwen2MoeModel(config)
+
+
+def hf_funnel() -> Any:
+    """Funnel Transformer: pooled blocks, and a decoder that upsamples them back
+    (``torch.repeat_interleave`` along the sequence)."""
+    hf = _hf()
+    config = hf.FunnelConfig(
+        vocab_size=VOCAB,
+        d_model=32,
+        n_head=4,
+        d_head=8,
+        d_inner=64,
+        block_sizes=[1, 1],
+        attn_implementation=ATTENTION,
+    )
+    return hf.FunnelModel(config)
+
+
 # The size every vision transformer shares: 32x32 images in 8x8 patches, 2 layers of width 32.
 _PATCHES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 32, "patch_size": 8}
 
@@ -829,6 +937,22 @@ _TRANSFORMERS = [
     _text("hf_phi", hf_phi, "logits"),
     _text("hf_gemma", hf_gemma, "logits"),
     _text("hf_phi3", hf_phi3, "logits"),
+    _text("hf_gptj", hf_gptj, "last_hidden_state"),
+    _text("hf_codegen", hf_codegen, "last_hidden_state"),
+    _text("hf_cohere", hf_cohere, "last_hidden_state"),
+    _text("hf_mixtral", hf_mixtral, "last_hidden_state"),
+    _text("hf_qwen2_moe", hf_qwen2_moe, "last_hidden_state"),
+    RealModel(
+        "hf_funnel",
+        "transformers",
+        _seeded(hf_funnel),
+        _tokens_and_mask,
+        ("input_ids", "attention_mask"),
+        ("last_hidden_state",),
+        # Only the batch: its relative positions are built from ``list(range(seq_len))``
+        # (modeling_funnel.py, get_position_embeds), a Python list the length fixes.
+        {"input_ids": {0: "batch"}, "attention_mask": {0: "batch"}},
+    ),
     _pixels("hf_beit", hf_beit, 32, "last_hidden_state"),
     _pixels("hf_dinov2", hf_dinov2, 32, "last_hidden_state", "pooler_output"),
     _pixels("hf_clip_vision", hf_clip_vision, 32, "last_hidden_state", "pooler_output"),

@@ -74,6 +74,14 @@ CASES: list[tuple[str, dict[str, Any], dict[str, np.ndarray], Callable[[], torch
     ("flip", {"dims": [-1, 0]}, {"x": X}, lambda: torch.flip(t(X), [-1, 0])),
     ("repeat", {"repeats": [2, 1, 3]}, {"x": X}, lambda: t(X).repeat(2, 1, 3)),
     ("tile", {"dims": [2]}, {"x": X}, lambda: torch.tile(t(X), (2,))),
+    ("repeat_interleave", {"repeats": 2, "dim": -1}, {"x": X}, lambda: torch.repeat_interleave(t(X), 2, -1)),
+    (
+        "repeat_interleave",
+        {"repeats": [0, 2, 1], "dim": 0},
+        {"x": X},
+        lambda: torch.repeat_interleave(t(X), torch.tensor([0, 2, 1]), 0),
+    ),
+    ("repeat_interleave", {"repeats": [3]}, {"x": X > 0}, lambda: torch.repeat_interleave(t(X > 0), 3)),
     (
         "einsum",
         {"equation": "ij,kj->ik"},
@@ -109,6 +117,24 @@ def test_kernel_agrees_with_torch(
     agree(op, slots, inputs, expected())
 
 
+@pytest.mark.parametrize(("k", "dim", "largest"), [(2, -1, True), (3, 0, False), (0, 1, True), (4, 1, False)])
+def test_topk_agrees_with_torch_where_nothing_ties(k: int, dim: int, largest: bool) -> None:
+    """Random normal values tie with negligible probability, so torch's own order is the catalog's."""
+    outputs = build("topk", {"k": k, "dim": dim, "largest": largest}, ("x",)).apply({"x": X})
+    values, indices = torch.topk(t(X), k, dim, largest)
+    ERRORS.check("topk", outputs["values"], values.numpy())
+    ERRORS.check("topk", outputs["indices"], indices.numpy().astype(np.int32))
+
+
+def test_topk_takes_ties_lower_position_first_and_nan_as_the_largest() -> None:
+    x = np.array([2.0, np.nan, 2.0, 5.0, np.nan, 2.0], np.float32)
+    largest = build("topk", {"k": 5}, ("x",)).apply({"x": x})
+    np.testing.assert_array_equal(largest["indices"], [1, 4, 3, 0, 2])
+    least = build("topk", {"k": 3, "largest": False}, ("x",)).apply({"x": x})
+    np.testing.assert_array_equal(least["indices"], [0, 2, 5])
+    assert largest["indices"].dtype == np.int32  # int64 outside x64 mode
+
+
 def test_integer_results_are_int32_outside_x64_mode_with_torchs_values() -> None:
     built = build("cumsum", {"dim": 0}, ("x",))
     got = built.apply({"x": np.array([True, True, False])})["y"]
@@ -131,6 +157,11 @@ def test_integer_results_are_int32_outside_x64_mode_with_torchs_values() -> None
         ("einsum", {"equation": "ijk->i"}, {"x0": X}, "operand 0 has 2 dimensions"),
         ("min", {"dim": 0}, {"x": X[:0]}, "empty dimension"),
         ("var", {}, {"x": INDEX}, "floating dtype"),
+        ("repeat_interleave", {"repeats": [1, 2], "dim": 1}, {"x": X}, "repeats has 2 counts, but x has 4 slices"),
+        ("repeat_interleave", {"repeats": 2, "dim": 0}, {"x": X[0, 0]}, "a 0-d x takes dim null only"),
+        ("topk", {"k": 5}, {"x": X}, "k 5 is larger than the 4 elements of x along dim -1"),
+        ("topk", {"k": 1, "dim": 2}, {"x": X}, "dim 2 is out of range"),
+        ("topk", {"k": 1}, {"x": X > 0}, "bools"),
     ],
 )
 def test_inputs_that_do_not_fit_are_execution_errors_naming_the_node(

@@ -4,8 +4,9 @@ out by hand from the catalog's prose, and the core's refusals of bad settings.
 Each case states what torch gives for it (the catalog's reference semantics); the conformance
 suite compares the three runtimes over generated cases, so this file holds the edge cases the
 prose names: ``-1`` and new leading dimensions in ``expand``, an index smaller than ``x`` in
-``gather``, int64 scans of bools, flattened ``roll``, implicit ``einsum`` outputs, NaN in ``min``
-and ``argmin``, a zero divisor in ``var``, uint8 in ``any``, torch's default creation dtypes.
+``gather``, int64 scans of bools, flattened ``roll``, counts per slice in ``repeat_interleave``,
+implicit ``einsum`` outputs, NaN in ``min`` and ``argmin``, a zero divisor in ``var``, uint8 in
+``any``, ``topk``'s tie rule, torch's default creation dtypes.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ def slot(value: Any) -> Parameter:
     return Parameter(Tensor.from_array(value) if isinstance(value, np.ndarray) else value)
 
 
-def build(op: str, ports: Any = ("x",), **slots: Any) -> Any:
+def build(op: str, ports: Any = ("x",), outputs: Any = ("y",), **slots: Any) -> Any:
     node = Node(
         id="fn",
         op=op,
         inputs={port: Ref(INPUT, port) for port in ports},
-        outputs=["y"],
+        outputs=list(outputs),
         parameters={name: name for name in slots},
     )
     return FACTORIES[op](node, children={}, parameters={name: slot(v) for name, v in slots.items()})
@@ -121,6 +122,42 @@ def test_flip_repeat_and_tile() -> None:
     with pytest.raises(ValueError, match="fewer entries"):
         run("repeat", {"x": M}, repeats=[2])
     same(run("tile", {"x": M}, dims=[2]), np.concatenate([M, M], axis=1), np.float32)
+
+
+def test_repeat_interleave_repeats_each_slice_in_place() -> None:
+    same(run("repeat_interleave", {"x": M}, repeats=2, dim=1), [[0, 0, 1, 1, 2, 2], [3, 3, 4, 4, 5, 5]], np.float32)
+    same(run("repeat_interleave", {"x": M}, repeats=[1, 0, 2], dim=-1), [[0, 2, 2], [3, 5, 5]], np.float32)
+    same(run("repeat_interleave", {"x": M}, repeats=[2], dim=0), M[[0, 0, 1, 1]], np.float32)  # one count for all
+    same(run("repeat_interleave", {"x": M}, repeats=2), [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5], np.float32)
+    same(run("repeat_interleave", {"x": np.array(True)}, repeats=3), [True] * 3, np.bool_)
+    with pytest.raises(ValueError, match="repeats has 2 counts, but x has 3 slices along dim 1"):
+        run("repeat_interleave", {"x": M}, repeats=[1, 2], dim=1)
+    with pytest.raises(ValueError, match="a 0-d x takes dim null only"):
+        run("repeat_interleave", {"x": np.array(1.0, np.float32)}, repeats=2, dim=0)
+
+
+def test_topk_orders_values_and_takes_ties_lower_position_first() -> None:
+    x = np.array([[1, 3, 3, 2, 3], [0, 0, 0, 0, 0]], np.int32)
+    outputs = build("topk", ("x",), ("values", "indices"), k=2)({"x": x})
+    same(np.asarray(outputs["values"]), [[3, 3], [0, 0]], np.int32)
+    same(np.asarray(outputs["indices"]), [[1, 2], [0, 1]], np.int64)
+    smallest = build("topk", ("x",), ("values", "indices"), k=3, dim=1, largest=False)({"x": x})
+    same(np.asarray(smallest["indices"]), [[0, 3, 1], [0, 1, 2]], np.int64)
+    nan = np.array([1.0, np.nan, 3.0, np.nan, -0.0, 0.0], np.float32)
+    largest = build("topk", ("x",), ("values", "indices"), k=4)({"x": nan})
+    same(np.asarray(largest["indices"]), [1, 3, 2, 0], np.int64)  # NaN is the largest
+    least = build("topk", ("x",), ("values", "indices"), k=3, largest=False)({"x": nan})
+    same(np.asarray(least["indices"]), [4, 5, 0], np.int64)  # −0.0 and +0.0 are equal
+    scalar = build("topk", ("x",), ("values", "indices"), k=1, dim=0)({"x": np.array(7.0, np.float32)})
+    same(np.asarray(scalar["values"]), 7.0, np.float32)
+    same(np.asarray(scalar["indices"]), 0, np.int64)
+
+
+def test_topk_refuses_what_torch_refuses() -> None:
+    with pytest.raises(ValueError, match="k 4 is larger than the 3 elements of x along dim -1"):
+        build("topk", ("x",), ("values", "indices"), k=4)({"x": M})
+    with pytest.raises(TypeError, match="bools"):
+        build("topk", ("x",), ("values", "indices"), k=1)({"x": np.array([True])})
 
 
 def test_einsum_writes_implicit_outputs_in_ascii_order_and_sums_in_float64() -> None:
@@ -221,6 +258,10 @@ def test_full_and_its_kin_take_torchs_dtypes() -> None:
         ("zeros", (), {"size": [2], "dtype": "complex64"}, "dtype must be one of"),
         ("logsumexp", ("x",), {}, "the required slot 'dim' is missing"),
         ("var", ("x",), {"dim": []}, "dim must be null, an int or a non-empty list"),
+        ("repeat_interleave", ("x",), {"repeats": -1}, "repeats must be an int ≥ 0 or a list of ints ≥ 0"),
+        ("repeat_interleave", ("x",), {"repeats": [2**47, 2**47, 1]}, r"repeats sum to 281474976710657"),
+        ("topk", ("x",), {"k": -1}, "k must be an int ≥ 0"),
+        ("topk", ("x",), {"k": 1, "largest": 1}, "largest must be a bool"),
     ],
 )
 def test_bad_settings_are_registry_errors_naming_op_and_node(

@@ -23,7 +23,15 @@ import numpy as np
 
 from trama import Node, Parameter
 from trama.catalog import check_settings
-from trama.catalog._arrays_checks import arange_values, einsum_shapes, expanded_shape, filled, scattered_slice
+from trama.catalog._arrays_checks import (
+    arange_values,
+    einsum_shapes,
+    expanded_shape,
+    filled,
+    interleaved,
+    scattered_slice,
+    top_k_axis,
+)
 from trama.catalog._indexing import clamped_slice
 from trama.format import numpy_dtype
 from trama_jax._numerics import HIGHEST, accumulation
@@ -239,6 +247,26 @@ def tile(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Pa
     return _unary(node, lambda x, site: _tiled(x, (1,) * (x.ndim - len(dims)) + dims))
 
 
+@implements("repeat_interleave")
+def repeat_interleave(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """``jnp.repeat`` with the counts known at build time and the length they make given, so
+    that the result's shape is static under ``jax.jit``."""
+    settings = check_settings(node, parameters)
+    counts, dim = settings.integers("repeats"), settings.optional_integer("dim")
+    repeats = np.asarray(counts, dtype=np.int64)
+
+    def compute(x: jax.Array, site: Site) -> jax.Array:
+        try:
+            axis, length = interleaved(tuple(x.shape), dim, counts)
+        except ValueError as error:
+            raise site.fail(str(error)) from None
+        if axis is None:
+            x, axis = x.reshape(-1), 0
+        return jnp.repeat(x, repeats, axis=axis, total_repeat_length=length)
+
+    return _unary(node, compute)
+
+
 @implements("einsum")
 def einsum(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
     """``jnp.einsum`` of the explicit equation at the highest precision, 16-bit floats
@@ -305,6 +333,33 @@ def argmin(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, 
         return jnp.argmin(x, axis=axis, keepdims=keepdim).astype(index_dtype)
 
     return _single(node, parameters, reduce)
+
+
+@implements("topk")
+def topk(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
+    """The first ``k`` of ``jnp.argsort(..., stable=True)`` along ``dim``: the catalog's tie rule
+    (the lower position first, descending too) and torch's order (NaN the largest).
+    ``jax.lax.top_k`` is not used: it searches the last dimension only, largest only. Indices
+    are int64 (int32 outside x64 mode)."""
+    site, settings = Site(node), check_settings(node, parameters)
+    k, dim, largest = settings.integer("k"), settings.integer("dim"), settings.flag("largest")
+
+    def apply(held: Mapping[str, Any], inputs: Inputs) -> Outputs:
+        x = jnp.asarray(inputs["x"])
+        if x.dtype == _BOOL:
+            raise site.fail("topk of bools is not defined (torch refuses it too)")
+        try:
+            axis = top_k_axis(tuple(x.shape), dim, k)
+        except ValueError as error:
+            raise site.fail(str(error)) from None
+        index_dtype = jax_dtype(_INT64)
+        if x.ndim == 0:
+            return {"values": x, "indices": jnp.asarray(0, dtype=index_dtype)}
+        order = jnp.argsort(x, axis=axis, stable=True, descending=largest)
+        indices = jax.lax.slice_in_dim(order, 0, k, axis=axis).astype(index_dtype)
+        return {"values": jnp.take_along_axis(x, indices, axis=axis), "indices": indices}
+
+    return JaxKernel(apply)
 
 
 @implements("prod")

@@ -19,7 +19,15 @@ import numpy as np
 
 from trama import Node, Parameter
 from trama.catalog import check_settings
-from trama.catalog._arrays_checks import arange_values, einsum_shapes, expanded_shape, filled, scattered_slice
+from trama.catalog._arrays_checks import (
+    arange_values,
+    einsum_shapes,
+    expanded_shape,
+    filled,
+    interleaved,
+    scattered_slice,
+    top_k_axis,
+)
 from trama.extension import Kernel
 from trama.format import numpy_dtype
 from trama_numpy._registry import implements
@@ -272,6 +280,25 @@ def tile(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Pa
     return _unary(node, compute)
 
 
+@implements("repeat_interleave")
+def repeat_interleave(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """``numpy.repeat``, which is ``torch.repeat_interleave`` (a ``dim`` of null flattens ``x``
+    first); the counts and their fit to ``x`` are the core's (:func:`interleaved`)."""
+    where, settings = _where(node), check_settings(node, parameters)
+    counts, dim = settings.integers("repeats"), settings.optional_integer("dim")
+
+    def compute(x: Array) -> Array:
+        try:
+            axis, _ = interleaved(x.shape, dim, counts)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+        if axis is None:
+            x, axis = x.reshape(-1), 0
+        return np.repeat(x, np.asarray(counts, dtype=_INT64), axis=axis)
+
+    return _unary(node, compute)
+
+
 @implements("einsum")
 def einsum(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
     """``numpy.einsum`` of the explicit equation; floats summed in float64 and rounded once."""
@@ -355,6 +382,39 @@ def _argmin_all(values: Array, keepdim: bool) -> Array:
     """The index into the flattened tensor, 0-d, or (``keepdim``) shaped ``[1, …, 1]``."""
     index = np.asarray(np.argmin(values), dtype=_INT64)
     return index.reshape((1,) * values.ndim) if keepdim else index
+
+
+@implements("topk")
+def topk(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
+    """The first ``k`` of a stable sort along ``dim``, the catalog's tie rule (the lower position
+    first) and torch's order (NaN the largest): ascending, numpy's stable ``argsort`` (NaN last);
+    descending, the same sort of ``x`` reversed along ``dim``, read backwards, which keeps equal
+    elements in their order. Floats are ordered as float64 (exact for every float dtype, NaN
+    kept), so ``bfloat16`` sorts as the others."""
+    where, settings = _where(node), check_settings(node, parameters)
+    k, dim, largest = settings.integer("k"), settings.integer("dim"), settings.flag("largest")
+
+    def kernel(inputs: _Inputs) -> Mapping[str, Any]:
+        x = np.asarray(inputs["x"])
+        if x.dtype == _BOOL:
+            raise TypeError(f"{where}: topk of bools is not defined (torch refuses it too)")
+        try:
+            axis = top_k_axis(x.shape, dim, k)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
+        if x.ndim == 0:
+            return {"values": x.copy(), "indices": np.asarray(0, dtype=_INT64)}
+        keys = x.astype(_FLOAT64) if _is_floating(x.dtype) else x
+        if largest:
+            size = x.shape[axis]
+            backwards = np.argsort(np.flip(keys, axis), axis=axis, kind="stable")
+            order = size - 1 - np.flip(backwards, axis)
+        else:
+            order = np.argsort(keys, axis=axis, kind="stable")
+        indices = np.take(order, np.arange(k), axis=axis).astype(_INT64)
+        return {"values": np.take_along_axis(x, indices, axis=axis), "indices": indices}
+
+    return kernel
 
 
 @implements("prod")

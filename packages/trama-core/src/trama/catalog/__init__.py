@@ -157,8 +157,8 @@ CATALOG_CATEGORIES: tuple[Category, ...] = (
     ),
     Category(
         "arrays",
-        "Shapes, gathering, scans and creation",
-        "Expanding, gathering, scanning, repeating and creating tensors.",
+        "Shapes, gathering, scans, selection and creation",
+        "Expanding, gathering, scanning, repeating, selecting (`topk`) and creating tensors.",
         arrays.SPECS,
     ),
     Category(

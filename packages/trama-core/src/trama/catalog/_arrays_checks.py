@@ -1,6 +1,7 @@
 """The settings checks of :mod:`trama.catalog.arrays`, and the framework-neutral rules its kernels
-share: an ``einsum`` equation parsed into explicit form, and the dtype and values of a created
-tensor (``arange``, ``full``, …), which depend on the settings alone.
+share: an ``einsum`` equation parsed into explicit form, the dtype and values of a created
+tensor (``arange``, ``full``, …), which depend on the settings alone, and what a
+``repeat_interleave`` or ``topk`` asks of its input's shape (every runtime refuses alike).
 
 What a check derives is added to the settings, so that every framework reads the same thing:
 ``einsum``'s ``equation`` in explicit form (``"ij,jk->ik"``, spaces removed, the implicit output
@@ -36,6 +37,7 @@ from trama.format._dtypes import DTYPE_NAMES, numpy_dtype
 
 __all__ = [
     "CHECKERS",
+    "Counts",
     "Scalar",
     "arange_length",
     "arange_values",
@@ -43,7 +45,9 @@ __all__ = [
     "einsum_terms",
     "expanded_shape",
     "filled",
+    "interleaved",
     "scattered_slice",
+    "top_k_axis",
 ]
 
 _LETTERS = frozenset(string.ascii_letters)
@@ -194,6 +198,34 @@ def einsum_shapes(equation: str, shapes: list[tuple[int, ...]]) -> None:
         for letter, size in zip(before + after, dims, strict=True):
             if sizes.setdefault(letter, size) != size:
                 raise ValueError(f"letter {letter!r} has sizes {sizes[letter]} and {size} (operand {k})")
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """``repeat_interleave``'s ``repeats``: an int ≥ 0 or a list of them, as a tuple (an int is
+    the count every slice takes, as a list of one entry is). A count, and a list's sum (the
+    length it makes along the dimension), is at most 2**48: a larger one could only ask a
+    framework for more than any tensor trama accepts."""
+
+    default: Any = REQUIRED
+    nullable: bool = False
+
+    def read(self, reader: Reader, slot: str) -> tuple[int, ...]:
+        value = reader.raw(slot, self.default)
+        counts = [value] if is_int(value) else value
+        if not isinstance(counts, (list, tuple)) or not all(is_int(count) and count >= 0 for count in counts):
+            raise reader.error(f"{slot} must be an int ≥ 0 or a list of ints ≥ 0, got {value!r}")
+        total = sum(int(count) for count in counts)
+        if total > MAX_ELEMENTS:
+            what = f"{slot} {total}" if is_int(value) else f"{slot} sum to {total}, which"
+            raise reader.error(
+                f"{what} is beyond {shown_limit(MAX_ELEMENTS)}, the longest dimension trama accepts "
+                "(docs/format.md, section 7)"
+            )
+        return tuple(int(count) for count in counts)
+
+    def types(self) -> tuple[str, ...]:
+        return ("int", "list")
 
 
 # --- Relations ------------------------------------------------------------------------------
@@ -352,6 +384,40 @@ def expanded_shape(shape: tuple[int, ...], size: tuple[int, ...]) -> tuple[int, 
     return tuple(result)
 
 
+def interleaved(shape: tuple[int, ...], dim: int | None, counts: tuple[int, ...]) -> tuple[int | None, int]:
+    """Where ``repeat_interleave`` repeats ``x`` of ``shape``, and how long that makes it: the
+    dimension (wrapped; ``None`` for the flattened ``x``) and the length of ``y`` along it.
+    ``counts`` has one entry, or one per slice. Raises ``ValueError`` saying what does not fit."""
+    if dim is None:
+        axis, size = None, math.prod(shape)
+    elif not shape:
+        raise ValueError(f"a 0-d x takes dim null only (torch refuses dim {dim})")
+    elif not -len(shape) <= dim < len(shape):
+        raise ValueError(f"dim {dim} is out of range for x of {len(shape)} dimensions")
+    else:
+        axis = dim % len(shape)
+        size = shape[axis]
+    if len(counts) == 1:
+        return axis, counts[0] * size
+    if len(counts) != size:
+        along = "elements" if axis is None else f"slices along dim {dim}"
+        raise ValueError(f"repeats has {len(counts)} counts, but x has {size} {along}")
+    return axis, sum(counts)
+
+
+def top_k_axis(shape: tuple[int, ...], dim: int, k: int) -> int:
+    """The dimension ``topk`` searches in ``x`` of ``shape`` (wrapped; a 0-d ``x`` is one element
+    along 0 or −1), where ``k`` elements must be. Raises ``ValueError`` saying what does not fit."""
+    rank = max(len(shape), 1)
+    if not -rank <= dim < rank:
+        raise ValueError(f"dim {dim} is out of range for x of {len(shape)} dimensions")
+    axis = dim % rank
+    size = shape[axis] if shape else 1
+    if k > size:
+        raise ValueError(f"k {k} is larger than the {size} elements of x along dim {dim}")
+    return axis
+
+
 def filled(shape: tuple[int, ...], fill: int | float | bool, dtype: np.dtype[Any]) -> np.ndarray:
     """A tensor of ``shape`` and ``dtype`` whose every element is ``fill`` converted as torch
     converts a Python number (a float to an integer truncates toward zero; any nonzero to true)."""
@@ -415,6 +481,7 @@ CHECKERS: dict[str, Checker] = {
     ),
     "repeat": Checker({"repeats": IntList(minimum=0)}, (_extent("repeats"),)),
     "tile": Checker({"dims": IntList(minimum=0)}, (_extent("dims"),)),
+    "repeat_interleave": Checker({"repeats": Counts(), "dim": Integer(minimum=None, nullable=True, default=None)}),
     "einsum": Checker({"equation": Equation()}, (_einsum_ports,)),
     "min": _REDUCTION,
     "argmin": _SINGLE,
@@ -425,6 +492,7 @@ CHECKERS: dict[str, Checker] = {
     "all": _REDUCTION,
     "linalg_vector_norm": Checker({"dim": Dims(), "ord": Order(default=2), "keepdim": _KEEPDIM}),
     "logsumexp": Checker({"dim": IntOrList(), "keepdim": _KEEPDIM}),
+    "topk": Checker({"k": Integer(), "dim": Integer(minimum=None, default=-1), "largest": Flag(default=True)}),
     "arange": Checker(
         {"start": Scalar(default=0), "end": Scalar(), "step": Scalar(default=1), "dtype": _DTYPE}, (_arange,)
     ),

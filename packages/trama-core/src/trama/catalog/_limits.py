@@ -14,9 +14,9 @@ One bound serves every tensor a document can make a framework build:
   traced, before XLA compiles it). It is far above any real model's largest tensor and far below
   what overflows a signed 64-bit byte count (2**63), even multiplied by a few more settings.
 * The same number bounds, in elements, the shapes that settings give without a dtype
-  (``expand``'s size, ``repeat`` counts, ``interpolate``'s size, an adaptive pool's output, a
-  padding amount, a stride): no tensor of at most 2**48 bytes has more elements, so a larger
-  setting can only ask for more than the bound.
+  (``expand``'s size, ``repeat`` and ``repeat_interleave`` counts, ``interpolate``'s size, an
+  adaptive pool's output, a padding amount, a stride): no tensor of at most 2**48 bytes has more
+  elements, so a larger setting can only ask for more than the bound.
 
 * A convolution's or a pool's window settings (kernel size, stride, padding, output padding,
   dilation) are at most :data:`MAX_WINDOW` (2**31 − 1), the range torch computes them in.

@@ -1,6 +1,7 @@
-"""Catalog opset 2: expanding, gathering, scanning, repeating, reducing and creating tensors — the
-calls real models make between their layers (``x.expand``, ``torch.gather``, ``mask.cumsum``,
-``torch.roll``, ``torch.einsum``, ``x.var``, ``torch.arange``, ``x.new_ones``).
+"""Catalog opset 2: expanding, gathering, scanning, repeating, reducing, selecting and creating
+tensors — the calls real models make between their layers (``x.expand``, ``torch.gather``,
+``mask.cumsum``, ``torch.roll``, ``x.repeat_interleave``, ``torch.einsum``, ``x.var``,
+``torch.topk``, ``torch.arange``, ``x.new_ones``).
 
 Names are torch's function names, lowercase; slots are torch's argument names. The reductions
 share their ``dim`` and ``keepdim`` rules with opset 1's (:mod:`trama.catalog.functions`), whose
@@ -193,6 +194,30 @@ _TILE = op(
     since=_SINCE,
 )
 
+_REPEAT_INTERLEAVE = op(
+    "repeat_interleave",
+    """
+    Each slice of `x` along `dim` repeated in place, as `torch.repeat_interleave(x, repeats,
+    dim)`: along `dim`, `[a, b]` twice is `[a, a, b, b]` (where `repeat` gives `[a, b, a, b]`).
+    `repeats` is an int ≥ 0, the count of every slice, or a list of ints ≥ 0, one count per
+    slice of `x` along `dim`, in order (a list of one entry serves every slice, as torch
+    broadcasts it). `y` has the sizes and dtype of `x`, except along `dim`, where its size is
+    the sum of the counts. With `dim` null, `x` is first flattened in C order and `y` is 1-D (a
+    0-d `x` is one element); a 0-d `x` takes `dim` null only, as torch requires. Negative `dim`
+    counts from the end.
+
+    torch's tensor form (`torch.repeat_interleave(x, counts, dim)`) is this op where the counts
+    are known when the model is exported, written as the list; counts computed at run time have
+    no op (the shape of `y` would depend on values). A count, and a list's sum, is at most 2**48
+    (docs/format.md, section 7). torch's `output_size` is a hint of that sum, not a slot.
+    """,
+    parameters=(
+        hyper("repeats", ("int", "list"), "The count of every slice (an int), or of each slice (a list of ints ≥ 0)."),
+        hyper("dim", "int", "The dimension repeated along; `null`: the flattened `x`.", None),
+    ),
+    since=_SINCE,
+)
+
 _EINSUM = op(
     "einsum",
     (
@@ -326,6 +351,47 @@ _REDUCTIONS = (
 )
 
 
+# --- Selection ------------------------------------------------------------------------------
+
+_TOPK = op(
+    "topk",
+    (
+        """
+        The `k` largest elements of `x` along `dim` (the `k` smallest with `largest` false), as
+        `torch.topk(x, k, dim, largest, sorted=True)`: `values` has the shape of `x` with size
+        `k` along `dim`, and its dtype; `indices`, of the same shape and dtype int64, holds
+        their positions along `dim` (`values` is `gather(x, dim, indices)`). Along `dim` they
+        come in order, the largest first (the smallest first with `largest` false).
+        """,
+        """
+        **Ties.** Equal elements are taken in the order of their positions, the lower position
+        first. That decides both which of them are taken where they straddle the `k`-th place
+        and the order they come in: the result is the first `k` of a stable sort,
+        `torch.sort(x, dim, descending=largest, stable=True)`. torch's `topk` leaves that order
+        to its kernel (on the CPU, the top 5 of 37 equal elements come as
+        `[26, 24, 25, 23, 27]`, where the catalog says `[0, 1, 2, 3, 4]`); the catalog fixes it
+        so that every runtime gives the same `indices`. NaN counts as larger than every number
+        and equal to any other NaN, as torch orders it; −0.0 and +0.0 are equal.
+        """,
+        """
+        `k` lies in `0 … x.shape[dim]`, and `dim` counts from the end when negative. A 0-d `x`
+        is one element along `dim` 0 or −1: `k` is 0 or 1, and the results are `x` and the
+        index 0, both 0-d, as torch gives them. Bool `x` is refused (torch refuses it). torch's
+        `sorted=False` leaves the order of the results unspecified, and the sorted order is one
+        of them, so an exporter writes such a call as this op.
+        """,
+        _INT64_RULE,
+    ),
+    outputs=("values", "indices"),
+    parameters=(
+        hyper("k", "int", "How many elements are taken (≥ 0, at most the size of `dim`)."),
+        hyper("dim", "int", "The dimension searched.", -1),
+        hyper("largest", "bool", "Take the largest elements (`false`: the smallest).", True),
+    ),
+    since=_SINCE,
+)
+
+
 # --- Creation -------------------------------------------------------------------------------
 
 _CREATED = """
@@ -438,8 +504,10 @@ SPECS: tuple[OpSpec, ...] = (
     _SLICE_SCATTER,
     _REPEAT,
     _TILE,
+    _REPEAT_INTERLEAVE,
     _EINSUM,
     *_REDUCTIONS,
+    _TOPK,
     *_CREATION,
 )
 

@@ -43,6 +43,7 @@ __all__ = [
     "Register",
     "foldable",
     "inplace_hazard",
+    "is_view",
     "mutated_argument",
     "op_name",
     "size_value",
@@ -65,11 +66,14 @@ class MissingOp(Exception):
 
 @dataclass(frozen=True)
 class Emit:
-    """A catalog function node: ``ports`` hold scope values, ``parameters`` slot values."""
+    """A catalog function node: ``ports`` hold scope values, ``parameters`` slot values, and
+    ``outputs`` are the op's outputs: ``y``, or, for an op whose aten form gives a tuple
+    (``topk``'s values and indices), its items in the tuple's order."""
 
     op: str
     ports: dict[str, Any]
     parameters: dict[str, Any] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ("y",)
 
 
 @dataclass(frozen=True)
@@ -573,9 +577,11 @@ Register = Callable[..., None]
 @functools.cache
 def _handlers() -> dict[Any, Handler]:
     """Every handler by aten overload: opset 1's, here, then the opset-2 families'
-    (``aten_<family>`` modules, imported here because they build on this module)."""
+    (``aten_<family>`` modules, imported here because they build on this module), then aten's
+    other names for any of them (:mod:`trama_torch.capture.aten_aliases`)."""
     from trama_torch.capture import (
         aten_activations,
+        aten_aliases,
         aten_arrays,
         aten_attention,
         aten_elementwise,
@@ -599,7 +605,6 @@ def _handlers() -> dict[Any, Handler]:
             for name in _overloads(packet):
                 if name in ("Tensor", "Scalar", "Tensor_mode", "Scalar_mode"):
                     table[getattr(packet, name)] = _binary(op)
-    each(aten.true_divide, _binary("div"), "Tensor", "Scalar")
     each(aten.rsub, _binary("sub", swapped=True), "Tensor", "Scalar")
     each(aten.floor_divide, _floor_divide, "default", "Scalar")
     each(aten.pow, _binary("pow", "self", "exponent"), "Tensor_Scalar", "Tensor_Tensor")
@@ -640,7 +645,6 @@ def _handlers() -> dict[Any, Handler]:
     each(aten.max, _max_dim, "dim")
     each(aten.argmax, _argmax, "default")
     each(aten.cat, _joined("concat"), "default")
-    each(aten.concat, _joined("concat"), "default")
     each(aten.stack, _joined("stack"), "default")
     each(aten.select, _select, "int")
     each(aten.slice, _slice, "Tensor")
@@ -668,6 +672,7 @@ def _handlers() -> dict[Any, Handler]:
     each(aten.sym_constrain_range, _nothing, "default")
     for family in (aten_activations, aten_elementwise, aten_arrays, aten_layer_functions, aten_pooling, aten_attention):
         family.register(each)
+    table.update(aten_aliases.aliased(table))  # ``aten.multiply`` is ``aten.mul``'s handler
     return table
 
 
@@ -800,6 +805,25 @@ VIEWS = frozenset(
 )
 
 
+def is_view(node: fx.Node) -> bool:
+    """Whether ``node``'s result shares its first argument's storage: a view op's (:data:`VIEWS`),
+    or an item of a tuple whose op's schema says it does (``split``'s pieces, ``Tensor(a)[]``).
+    The items of another op's tuple are tensors of their own: ``topk``'s values and indices,
+    ``max.dim``'s, so that writing into one (``values /= values.sum()``, Mixtral's router) is
+    not a write into the other."""
+    if node.op != "call_function" or node.target not in VIEWS:
+        return False
+    if node.target is not operator.getitem:
+        return True
+    container, index = node.args[0], node.args[1]
+    schema = getattr(container.target, "_schema", None) if isinstance(container, fx.Node) else None
+    if schema is None or not schema.returns:
+        return True  # not an aten op's result: taken as shared, the safe side
+    returns = schema.returns
+    item = returns[index] if len(returns) > 1 and isinstance(index, int) and 0 <= index < len(returns) else returns[0]
+    return item.alias_info is not None
+
+
 def _mutated(node: fx.Node) -> fx.Node | None:
     """The argument an in-place op writes into (``self`` of ``add_``), if it writes into one."""
     schema = getattr(node.target, "_schema", None)
@@ -825,7 +849,7 @@ def aliases(start: fx.Node) -> set[fx.Node]:
         pending.extend(
             user
             for user in current.users
-            if user.op == "call_function" and (user.target in VIEWS or _mutated(user) is current)
+            if user.op == "call_function" and (is_view(user) or _mutated(user) is current)
         )
     return found
 
@@ -844,7 +868,7 @@ def inplace_hazard(node: fx.Node) -> str | None:
         return None
     base = target
     while True:  # up through views, and in-place results (the very tensor they wrote into)
-        if base.op == "call_function" and base.target in VIEWS and base.args and isinstance(base.args[0], fx.Node):
+        if is_view(base) and base.args and isinstance(base.args[0], fx.Node):
             base = base.args[0]
         elif (written := _mutated(base)) is not None:
             base = written

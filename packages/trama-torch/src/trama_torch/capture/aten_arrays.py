@@ -4,7 +4,9 @@
 an expansion is now ``expand``, its sizes written as numbers, a symbolic size that is the input's
 own size there as −1 (it keeps that dimension), and any other symbolic size refused as a size
 read. ``swapaxes``/``swapdims`` are opset 1's ``transpose``; ``min.dim`` is two nodes, ``min``
-and ``argmin``, as ``max.dim`` is ``max`` and ``argmax``.
+and ``argmin``, as ``max.dim`` is ``max`` and ``argmax``; ``topk`` is one node of two outputs,
+its values and indices. ``repeat_interleave`` takes its counts as numbers: an int, or a tensor
+of counts the capture computed from constants.
 
 Creation ops reach these handlers only when one of their arguments is known at run time alone
 (the capture computes the others into constants): ``x.new_ones(size)`` with ``x`` a wire becomes
@@ -34,7 +36,7 @@ from trama_torch.capture.aten import (
     _size_read,
     _static_shape,
 )
-from trama_torch.capture.values import Several, Sym, is_runtime
+from trama_torch.capture.values import ConstTensor, Several, Sym, is_runtime
 
 __all__ = ["register"]
 
@@ -169,6 +171,28 @@ def _listed(op: str, slot: str, argument: str) -> Handler:
     return handle
 
 
+def _repeat_interleave(call: _Node) -> Mapped:
+    """``repeat_interleave.self_int`` (a count) and ``.self_Tensor`` (counts in a tensor the
+    capture computed from constants, written as the list): the counts must be numbers when the
+    model is exported, since the shape of the result depends on them. ``output_size`` is a hint
+    of their sum, which the catalog computes."""
+    x = call.tensor()
+    repeats = call["repeats"]
+    if isinstance(repeats, Sym):
+        raise _size_read(call)
+    if isinstance(repeats, ConstTensor) and repeats.tensor.dim() <= 1:
+        counts: int | list[int] = [int(count) for count in repeats.tensor.reshape(-1).tolist()]
+    elif is_runtime(repeats):
+        raise call.missing(
+            "takes its repeats from a tensor known only at run time (or held as the model's state), which the "
+            "catalog cannot record: the shape of the result would depend on its values; pass the counts as an "
+            "int, or compute them from constants"
+        )
+    else:
+        counts = int(repeats)
+    return Emit("repeat_interleave", {"x": x}, {"repeats": counts, "dim": call.constant("dim")})
+
+
 def _contiguous(call: _Node) -> Mapped:
     """Nothing where ``x`` already was contiguous at capture; else a ``contiguous`` node, so that
     the ops after it see the layout they saw in the model (their float results depend on it)."""
@@ -267,6 +291,16 @@ def _logsumexp(call: _Node) -> Mapped:
     return Emit("logsumexp", {"x": call.tensor()}, {"dim": dims, "keepdim": bool(call.constant("keepdim"))})
 
 
+# --- Selection ------------------------------------------------------------------------------
+
+
+def _topk(call: _Node) -> Mapped:
+    """``topk``: values and indices, one node of two outputs. ``sorted=False`` is written as the
+    sorted op (torch leaves that order unspecified; the sorted one is one of those)."""
+    slots = {"k": call.constant("k"), "dim": call.constant("dim"), "largest": bool(call.constant("largest"))}
+    return Emit("topk", {"x": call.tensor()}, slots, outputs=("values", "indices"))
+
+
 # --- Creation -------------------------------------------------------------------------------
 
 
@@ -357,6 +391,7 @@ def register(each: Register) -> None:
     each(aten.flip, _listed("flip", "dims", "dims"), "default")
     each(aten.repeat, _listed("repeat", "repeats", "repeats"), "default")
     each(aten.tile, _listed("tile", "dims", "dims"), "default")
+    each(aten.repeat_interleave, _repeat_interleave, "self_int", "self_Tensor")
     each(aten.einsum, _einsum, "default")
     each(aten.contiguous, _contiguous, "default")
     each(aten.swapaxes, _swap("axis0", "axis1"), "default")
@@ -374,6 +409,7 @@ def register(each: Register) -> None:
         each(packet, _reduction(op), "dim", "dims")
     each(aten.logsumexp, _logsumexp, "default")
     each(aten.linalg_vector_norm, _vector_norm, "default")
+    each(aten.topk, _topk, "default")
     each(aten.arange, _arange, "default", "start", "start_step")
     each(aten.full, _full, "default")
     each(aten.zeros, _constant_fill("zeros"), "default")

@@ -1162,7 +1162,7 @@ class _Level:
                 base = aten.mutated_argument(base)  # type: ignore[assignment]
             else:
                 break
-        if base.op == "call_function" and base.target in aten.VIEWS:
+        if aten.is_view(base):
             return None
         if not self._no_stale_view(node, base, chain):
             return None
@@ -1291,6 +1291,8 @@ class _Level:
         return {output: self.materialize(item, output, owner).ref for output, item in zip(outputs, items, strict=True)}
 
     def _result(self, mapped: Any, node: fx.Node, owner: Call) -> Any:
+        if isinstance(mapped, aten.Emit) and len(mapped.outputs) > 1:  # an op giving a tuple (``topk``)
+            return Several(self._emitted(mapped, node.name, owner))
         if isinstance(mapped, aten.Emit):
             return self.emit_op(mapped, node.name, owner)
         if isinstance(mapped, aten.Alias):
@@ -1326,11 +1328,17 @@ class _Level:
         return _MISSING
 
     def emit_op(self, emit: aten.Emit, name: str, owner: Call) -> Wire:
+        """The node of a one-output op (``y``); its value."""
+        (wire,) = self._emitted(emit, name, owner)
+        return wire
+
+    def _emitted(self, emit: aten.Emit, name: str, owner: Call) -> tuple[Wire, ...]:
+        """The node of ``emit``; the values of its outputs, in their order."""
         local = self.names.fresh(local_name(name))
         inputs = {port: self.materialize(value, f"{local}_{port}", owner).ref for port, value in emit.ports.items()}
         fragment = NodeFragment(emit.op, parameters=dict(emit.parameters))
-        refs = self.ctx.child(local, _made(fragment), inputs, ["y"])
-        return Wire(refs["y"])
+        refs = self.ctx.child(local, _made(fragment), inputs, list(emit.outputs))
+        return tuple(Wire(refs[output]) for output in emit.outputs)
 
     # -- module calls -------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from trama.catalog import Settings, check_settings
+from trama.catalog._arrays_checks import interleaved, top_k_axis
 from trama_torch.functions import Builder, Compute, _Slots
 from trama_torch.tensors import TORCH_DTYPES
 
@@ -82,6 +83,41 @@ def _slice_scatter(slots: _Slots) -> Compute:
     s = _checked(slots)
     dim, start, end, step = s.integer("dim"), s.optional_integer("start"), s.optional_integer("end"), s.integer("step")
     return lambda values: torch.slice_scatter(values["x"], values["src"], dim, start, end, step)
+
+
+def _repeat_interleave(settings: Settings) -> Callable[[torch.Tensor], Any]:
+    """``torch.repeat_interleave`` with an int where one count serves every slice, else the
+    counts as a tensor on ``x``'s device, with their sum as ``output_size`` (which spares torch
+    a device synchronization to read it). The counts' fit to ``x`` is the core's rule
+    (:func:`interleaved`), so that every runtime refuses a misfit alike."""
+    counts, dim = settings.integers("repeats"), settings.optional_integer("dim")
+
+    def compute(x: torch.Tensor) -> torch.Tensor:
+        _, length = interleaved(tuple(x.shape), dim, counts)
+        if len(counts) == 1:
+            return torch.repeat_interleave(x, counts[0], dim)
+        repeats = torch.tensor(counts, dtype=torch.int64, device=x.device)
+        return torch.repeat_interleave(x, repeats, dim, output_size=length)
+
+    return compute
+
+
+def _topk(settings: Settings) -> Callable[[torch.Tensor], Any]:
+    """The first ``k`` of ``torch.sort(..., stable=True)``, not ``torch.topk``: the catalog's tie
+    rule (the lower position first), which ``torch.topk``'s kernels do not keep. The values are
+    the same elements either way; only the order of equal ones' indices can differ."""
+    k, dim, largest = settings.integer("k"), settings.integer("dim"), settings.flag("largest")
+
+    def compute(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if x.dtype == torch.bool:
+            raise TypeError("topk of bools is not defined (torch refuses it too)")
+        axis = top_k_axis(tuple(x.shape), dim, k)
+        if x.dim() == 0:  # one element: x itself and the index 0 (k is 0 or 1), as torch.topk gives
+            return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
+        values, indices = torch.sort(x, dim=axis, descending=largest, stable=True)
+        return values.narrow(axis, 0, k), indices.narrow(axis, 0, k)
+
+    return compute
 
 
 def _einsum(slots: _Slots) -> Compute:
@@ -210,6 +246,7 @@ OPS: Mapping[str, tuple[Any, tuple[str, ...]]] = {
     "contiguous": (_unary(lambda settings: torch.Tensor.contiguous), ()),
     "repeat": (_list_slot(torch.Tensor.repeat, "repeats"), ()),
     "tile": (_list_slot(torch.tile, "dims"), ()),
+    "repeat_interleave": (_unary(_repeat_interleave), ()),
     "einsum": (_einsum, ()),
     "min": (_reduction(torch.amin, all_dims=()), ()),
     "argmin": (_single(torch.argmin), ()),
@@ -220,6 +257,7 @@ OPS: Mapping[str, tuple[Any, tuple[str, ...]]] = {
     "all": (_reduction(torch.all), ()),
     "logsumexp": (_unary(_logsumexp), ()),
     "linalg_vector_norm": (_unary(_vector_norm), ()),
+    "topk": (_unary(_topk), ()),
     "arange": (_arange, ()),
     "full": (_full, ()),
     "zeros": (_constant_fill(torch.zeros), ()),
