@@ -31,10 +31,12 @@ seeded weights), all measured in one run on the same inputs:
 
 The table shows both ratios a reviewer cares about: trama's JSON bytes ÷ ONNX's stripped bytes
 (JSON text against a binary protobuf), and ``trama ssa``'s lines ÷ ``print_readable``'s lines
-(``trama ssa`` prints the parameter table too, one line per entry). For a fairer reading the JSON
+(``trama ssa`` as a reviewer runs it: a repeated block printed once, no tensor table; earlier
+versions printed their parameter table first, one line per entry). For a fairer reading the JSON
 has a few more figures: both files gzip'd (level 9), the number of trama's leaves (its node count
-includes the composite nodes of the hierarchy), ``trama ssa``'s lines without the parameter table,
-and the lines of ONNX's own text form of the stripped model (``onnx.printer.to_text``).
+includes the composite nodes of the hierarchy), ``trama ssa``'s lines without a parameter table
+(the same figure now that the table is printed only on request), and the lines of ONNX's own
+text form of the stripped model (``onnx.printer.to_text``).
 
 A failure of any exporter is written in its row as one line and the run carries on. A report, not
 a test: nothing is asserted. The models run in this process, one after the other; the JSON

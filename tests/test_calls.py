@@ -562,18 +562,10 @@ def test_the_schema_still_rejects_an_ordinary_node_without_parameters(validator:
 
 def test_ssa_shows_calls() -> None:
     text = to_ssa(calls_model())
-    assert "  %root.again.y  = call root.block(x=%root.block.y)" in text
-    lines = {line.split("=", 1)[0].strip(): line for line in text.splitlines()}
-    assert lines["%root.again.y"].endswith("# Sequential")
-    assert lines["%root.other.head.y"].split() == [
-        "%root.other.head.y",
-        "=",
-        "call",
-        "root.block.fc(x=%root.other.inner.y)",
-        "#",
-        "Linear",
-    ]
-    assert "scope root.again" not in text  # a call has no scope of its own
+    assert "\n  %again = call root.block(x=%block)  # Sequential\n" in text
+    assert "\n    %head = call root.block.fc(x=%inner)  # Linear\n" in text
+    assert "\n  %pair2 = call root.pair(x=%pair)  # Graph\n" in text
+    assert not any(line.startswith("  %again") and line.endswith(":") for line in text.splitlines())  # no body
 
 
 def test_summary_counts_calls() -> None:

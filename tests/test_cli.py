@@ -238,9 +238,30 @@ def test_ssa(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ssa", str(good)]) == 0
     out = capsys.readouterr().out
     assert out == to_ssa(trama.load(good))
-    assert "%root.layers_1.y  = ReLU(x=%root.layers_0.y)" in out
+    assert "  %layers_1 = ReLU(%layers_0)\n" in out
+    assert "tensors:" not in out.split("\n", 2)[2]  # the table only with --tensors
     assert ssa_main([str(good)]) == 0
     assert capsys.readouterr().out == out
+
+
+def test_ssa_depth_and_tensors(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = trama.load(good)
+    assert main(["ssa", "--depth", "1", "--tensors", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert out == to_ssa(model, depth=1, tensors=True)
+    assert "\n%root = Sequential(x)\n" in out  # depth 1: the top-level node, no body
+    assert "Linear" not in out.split("\n\ntensors:")[0]
+    assert "\n  root.layers_0.weight  f32[8, 4]  learnable\n" in out
+    assert ssa_main(["--depth", "2", str(good)]) == 0
+    assert capsys.readouterr().out == to_ssa(model, depth=2)
+
+
+@pytest.mark.parametrize("depth", ["-1", "two", "1.5"])
+def test_ssa_depth_must_be_a_whole_number(good: Path, depth: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ssa", "--depth", depth, str(good)])
+    assert exit_info.value.code == 2
+    assert "argument --depth" in capsys.readouterr().err
 
 
 def test_info(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -354,7 +375,7 @@ def test_console_scripts_are_installed_and_work(good: Path) -> None:
     jsonschema.Draft202012Validator.check_schema(json.loads(schema.stdout))
     ssa = run("tramassa", str(good))
     assert ssa.returncode == 0
-    assert "= Sequential(x=x)" in ssa.stdout
+    assert "%root = Sequential(x):" in ssa.stdout
     validate = run("trama", "validate", str(good))
     assert (validate.returncode, validate.stdout) == (0, f"{good}: ok\n")
 

@@ -229,3 +229,31 @@ def test_names_and_versions_read_from_metadata_headers_agree_with_importlib_meta
         assert _metadata_field(dist, "Name") == dist.name
         assert _metadata_field(dist, "Version") == dist.version
         assert _name_key(dist) == _normalized(dist.name)
+
+
+@pytest.mark.parametrize(
+    ("default", "kept"),
+    [
+        (None, None),
+        ([1, 2.5, "same", None, [True]], [1, 2.5, "same", None, [True]]),
+        ((1, 1), [1, 1]),  # as a document holds it
+    ],
+)
+def test_a_plugin_slot_default_is_kept_as_a_plain_json_value(default: object, kept: object) -> None:
+    from trama.extension._contracts import checked_spec
+
+    spec = trama.OpSpec("acme.Op", parameters=(trama.ParameterSchema("k", ("any",), optional=True, default=default),))
+    assert checked_spec(spec).parameters[0].default == kept
+
+
+@pytest.mark.parametrize(
+    "default",
+    [object(), float("nan"), {"a": 1}, [[[[[[[[[[1]]]]]]]]]], list(range(10_000))],
+    ids=["object", "nan", "dict", "deep", "long"],
+)
+def test_a_plugin_slot_default_that_is_no_small_json_value_is_refused(default: object) -> None:
+    from trama.extension._contracts import ContractError, checked_spec
+
+    spec = trama.OpSpec("acme.Op", parameters=(trama.ParameterSchema("k", ("any",), optional=True, default=default),))
+    with pytest.raises(ContractError, match="slot 'k' default"):
+        checked_spec(spec)

@@ -75,7 +75,14 @@ def hyper(name: str, types: str | Sequence[str], doc: str, default: object = REQ
         return ParameterSchema(name, kinds, optional=False, learnable=False, doc=text)
     if default is None and "null" not in kinds:
         kinds += ("null",)
-    return ParameterSchema(name, kinds, optional=True, learnable=False, doc=f"{text} Default `{literal(default)}`.")
+    return ParameterSchema(
+        name,
+        kinds,
+        optional=True,
+        learnable=False,
+        doc=f"{text} Default `{literal(default)}`.",
+        default=json.loads(literal(default)),  # as a document holds it: a tuple is a list
+    )
 
 
 def weight(name: str, doc: str, *, optional: bool = False) -> ParameterSchema:

@@ -16,12 +16,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trama.format._names import NAME, op_name_problem, shown_name
-from trama.format._specs import PARAMETER_TYPES, OpSpec, ParameterSchema
+from trama.format._specs import NO_DEFAULT, PARAMETER_TYPES, OpSpec, ParameterSchema
 
 __all__ = [
     "FRAMEWORK_NAME",
@@ -244,7 +245,39 @@ def _slot(value: object, op: str) -> ParameterSchema:
         optional=_flag(fields["optional"], f"slot {name!r} optional", op),
         learnable=_flag(fields["learnable"], f"slot {name!r} learnable", op, none=True),
         doc=_text(fields["doc"], f"slot {name!r} doc", op),
+        default=_default(fields["default"], name, op),
     )
+
+
+#: A slot's default is a small JSON value: this many items at most, nested this deep at most.
+_DEFAULT_ITEMS = 4096
+_DEFAULT_DEPTH = 8
+
+
+def _default(value: object, slot: str, op: str) -> Any:
+    """A slot's ``default``: :data:`NO_DEFAULT`, or a plain JSON value (``None``, a bool, an int,
+    a finite float, a string, a list of these), copied as plain built-in objects, so that no
+    plugin object is compared or printed later (``trama ssa`` compares settings with it)."""
+    if value is NO_DEFAULT:
+        return value
+    budget = [_DEFAULT_ITEMS]
+
+    def plain(item: object, depth: int) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0 or depth > _DEFAULT_DEPTH:
+            raise ContractError(f"op {op!r}: slot {slot!r} default is larger than a setting's default may be")
+        if item is None or type(item) is bool or type(item) is int:
+            return item
+        if type(item) is float and math.isfinite(item):
+            return item
+        text = _plain_str(item)
+        if isinstance(text, str):
+            return text
+        if type(item) in (list, tuple):
+            return [plain(part, depth + 1) for part in item]  # type: ignore[attr-defined]
+        raise ContractError(f"op {op!r}: slot {slot!r} default is {type_name(item)}, not a JSON value")
+
+    return plain(value, 0)
 
 
 def checked_spec(value: object) -> OpSpec:

@@ -29,7 +29,7 @@ from trama.format._model import (
     parent_of,
 )
 from trama.format._names import DOTTED_ID, NAME
-from trama.format._specs import PARAMETER_TYPES, Exporter, OpRegistry, OpSpec, ParameterSchema, value_type
+from trama.format._specs import NO_DEFAULT, PARAMETER_TYPES, Exporter, OpRegistry, OpSpec, ParameterSchema, value_type
 
 if TYPE_CHECKING:
     from trama.format._dtypes import DTYPE_NAMES, SAFETENSORS_DTYPES, dtype_name, numpy_dtype
@@ -44,6 +44,7 @@ __all__ = [
     "DTYPE_NAMES",
     "INPUT",
     "NAME",
+    "NO_DEFAULT",
     "PARAMETER_TYPES",
     "SAFETENSORS_DTYPES",
     "Base64Source",

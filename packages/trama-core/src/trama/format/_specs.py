@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CATALOG_NAMESPACE",
+    "NO_DEFAULT",
     "PARAMETER_TYPES",
     "Exporter",
     "OpRegistry",
@@ -56,12 +57,37 @@ def value_type(value: Any) -> str:
     return type(value).__name__
 
 
+class _NoDefault:
+    """The type of :data:`NO_DEFAULT`."""
+
+    _instance: _NoDefault | None = None
+
+    def __new__(cls) -> _NoDefault:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+    def __reduce__(self) -> str:
+        return "NO_DEFAULT"
+
+
+#: A slot's :attr:`ParameterSchema.default` when the op says nothing of the value an absent
+#: slot means (``None`` is a default like any other: ``padding_idx=None``).
+NO_DEFAULT: Any = _NoDefault()
+
+
 @dataclass(frozen=True, slots=True)
 class ParameterSchema:
     """One parameter slot of an op: its name, accepted value types and whether it may be absent.
 
     ``types`` lists accepted :data:`PARAMETER_TYPES`; an ``int`` is accepted where ``float`` is.
     ``learnable`` is ``None`` when either is fine, else what the entry's flag must be.
+    ``default`` (new in 0.4) is the value an optional slot means when it is absent, as data (a
+    JSON value), for tools that show a node's settings and leave out the defaults
+    (``trama ssa``); :data:`NO_DEFAULT` where the op does not say. It never changes validation.
     """
 
     name: str
@@ -69,6 +95,7 @@ class ParameterSchema:
     optional: bool = False
     learnable: bool | None = None
     doc: str = ""
+    default: Any = NO_DEFAULT
 
     def __post_init__(self) -> None:
         types: Any = self.types

@@ -559,8 +559,49 @@ def _info_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+#: How to read ``trama ssa``'s text (its ``--help`` epilog; the module docstring of
+#: :mod:`trama.tools._ssa` has every rule).
+_SSA_HELP = """how to read it:
+  x                      an input of the enclosing scope
+  %name, %name.out       node `name` of this scope: its one output `y`, its output `out`
+  %h: f32[2, 8, 32]      a value's dtype and shape where the document states them (none is inferred)
+  Op(32, 64, bias)(%x)   a leaf op: its settings (catalog defaults left out), then its inputs
+  %x[:, :8]              a getitem, as Python writes it
+  Block(port=%x, y):     a composite; its body follows, indented, and ends with `return`
+  Block#1(...)           a block that repeats: the first one shows its body, the others one line
+  slot=@entry            a slot that uses a shared or tied entry (=value for a setting)
+  call a.b(...)          runs node a.b again, on these inputs"""
+
+
+def _depth(text: str) -> int:
+    """argparse's type for ``--depth``: a whole number, 0 or more."""
+    try:
+        depth = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if depth < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {depth}")
+    return depth
+
+
+def _ssa_arguments(parser: argparse.ArgumentParser) -> None:
+    _file_argument(parser)
+    parser.add_argument(
+        "--depth",
+        type=_depth,
+        metavar="N",
+        help="print nodes down to depth N only, a composite at depth N as its one line (the top-level "
+        "nodes are depth 1, their children depth 2: a node's depth is the number of segments of its id)",
+    )
+    parser.add_argument(
+        "--tensors",
+        action="store_true",
+        help="also list the tensors (dtype, shape, learnable) and the shared settings, after the graph",
+    )
+
+
 def _run_ssa(args: argparse.Namespace) -> int:
-    return _with_model(args.file, to_ssa)
+    return _with_model(args.file, functools.partial(to_ssa, depth=args.depth, tensors=args.tensors))
 
 
 def _run_info(args: argparse.Namespace) -> int:
@@ -962,7 +1003,18 @@ register(
         epilog=_cli_json.VALIDATE_HELP,
     )
 )
-register(Command("ssa", "print a document as SSA text, for review", _file_argument, _run_ssa))
+register(
+    Command(
+        "ssa",
+        "print a document as SSA text, for review",
+        _ssa_arguments,
+        _run_ssa,
+        description="Print a document as SSA text, for review: the model's signature, then each scope's "
+        "nodes top-down, one line each with its settings' values and the dtype and shape of each value "
+        "where the document states them; a block that repeats is printed once. Lines fit 100 columns.",
+        epilog=_SSA_HELP,
+    )
+)
 register(Command("info", "summarize a document: nodes, ops, parameter sizes", _info_arguments, _run_info))
 register(Command("run", "run a document on a runtime and print or save its outputs", _run_run_arguments, _run_run))
 register(
