@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -53,3 +54,31 @@ def assert_same_state_keys(original: nn.Module, back: nn.Module, *, except_keys:
     which the test names because the tree differs there on purpose)."""
     expected = set(original.state_dict()) - set(except_keys)
     assert set(back.state_dict()) - set(except_keys) == expected
+
+
+#: The CPU runtimes a captured document must run on.
+RUNTIMES = ("numpy", "torch:cpu", "jax:cpu")
+
+
+def run_everywhere(document: trama.Model, *args: torch.Tensor) -> dict[str, list[np.ndarray]]:
+    """Each runtime's outputs, as numpy arrays."""
+    found = {}
+    for name in RUNTIMES:
+        results = trama.runtime_for_name(name).prepare(document).run([arg.numpy() for arg in args])
+        found[name] = [np.asarray(result) for result in results]
+    return found
+
+
+def assert_exact_and_runtimes_agree(model: nn.Module, document: trama.Model, *args: torch.Tensor) -> None:
+    """Imported back: ``torch.equal`` outputs of the same dtypes; every runtime within 1e-5."""
+    back = trama.import_model(document, registry=trama.registry("torch"))
+    assert_same_outputs(model, back, *args)
+    with torch.no_grad():
+        expected = as_tuple(model(*args))
+    for name, results in run_everywhere(document, *args).items():
+        assert len(results) == len(expected), name
+        for want, have in zip(expected, results, strict=True):
+            assert have.shape == tuple(want.shape), name
+            np.testing.assert_allclose(
+                have.astype(np.float64), want.numpy().astype(np.float64), rtol=1e-5, atol=1e-5, err_msg=name
+            )

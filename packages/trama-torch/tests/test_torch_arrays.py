@@ -14,14 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
+from export_support import assert_exact_and_runtimes_agree as check
 from torch import nn
 
 import trama
-
-RUNTIMES = ["numpy", "torch:cpu", "jax:cpu"]
 
 
 @pytest.fixture(autouse=True)
@@ -37,10 +35,6 @@ def capture(model: nn.Module, inputs: list[str], outputs: list[str], examples: A
     return trama.loads(trama.dumps(document))
 
 
-def as_tuple(value: Any) -> tuple[Any, ...]:
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
-
-
 def ops(document: trama.Model) -> list[str]:
     """Every op of the document (nested graphs' nodes are nodes of the document too)."""
     return [node.op for node in document.nodes]
@@ -49,26 +43,6 @@ def ops(document: trama.Model) -> list[str]:
 def slots_of(document: trama.Model, op: str) -> dict[str, Any]:
     node = next(node for node in document.nodes if node.op == op)
     return {slot: document.parameters[entry].value for slot, entry in node.parameters.items()}
-
-
-def check(model: nn.Module, document: trama.Model, *args: torch.Tensor) -> None:
-    """Imported back: torch.equal outputs of the same dtypes; every runtime within 1e-5."""
-    back = trama.import_model(document, registry=trama.registry("torch"))
-    with torch.no_grad():
-        expected, got = as_tuple(model(*args)), as_tuple(back(*args))
-    assert len(got) == len(expected)
-    for want, have in zip(expected, got, strict=True):
-        assert have.dtype == want.dtype
-        assert torch.equal(have, want)
-    for name in RUNTIMES:
-        results = trama.runtime_for_name(name).prepare(document).run([arg.numpy() for arg in args])
-        assert len(results) == len(expected), name
-        for want, have in zip(expected, results, strict=True):
-            have = np.asarray(have)
-            assert have.shape == tuple(want.shape), name
-            np.testing.assert_allclose(
-                have.astype(np.float64), want.numpy().astype(np.float64), rtol=1e-5, atol=1e-5, err_msg=name
-            )
 
 
 # --- The models ---------------------------------------------------------------------------------

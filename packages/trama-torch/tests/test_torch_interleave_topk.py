@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from export_support import assert_exact_and_runtimes_agree as check
+from export_support import run_everywhere
 from torch import nn
 
 import trama
-
-RUNTIMES = ["numpy", "torch:cpu", "jax:cpu"]
 
 
 @pytest.fixture(autouse=True)
@@ -35,10 +35,6 @@ def capture(model: nn.Module, inputs: list[str], outputs: list[str], *examples: 
     return trama.loads(trama.dumps(document))
 
 
-def as_tuple(value: Any) -> tuple[Any, ...]:
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
-
-
 def nodes_of(document: trama.Model, op: str) -> list[trama.Node]:
     return [node for node in document.nodes if node.op == op]
 
@@ -49,33 +45,6 @@ def slots_of_each(document: trama.Model, op: str) -> list[dict[str, Any]]:
         {slot: document.parameters[entry].value for slot, entry in node.parameters.items()}
         for node in nodes_of(document, op)
     ]
-
-
-def run_everywhere(document: trama.Model, *args: torch.Tensor) -> dict[str, list[np.ndarray]]:
-    """Each runtime's outputs, as numpy arrays."""
-    found = {}
-    for name in RUNTIMES:
-        results = trama.runtime_for_name(name).prepare(document).run([arg.numpy() for arg in args])
-        found[name] = [np.asarray(result) for result in results]
-    return found
-
-
-def check(model: nn.Module, document: trama.Model, *args: torch.Tensor) -> None:
-    """Imported back: torch.equal outputs of the same dtypes; every runtime within 1e-5."""
-    back = trama.import_model(document, registry=trama.registry("torch"))
-    with torch.no_grad():
-        expected, got = as_tuple(model(*args)), as_tuple(back(*args))
-    assert len(got) == len(expected)
-    for want, have in zip(expected, got, strict=True):
-        assert have.dtype == want.dtype
-        assert torch.equal(have, want)
-    for name, results in run_everywhere(document, *args).items():
-        assert len(results) == len(expected), name
-        for want, have in zip(expected, results, strict=True):
-            assert have.shape == tuple(want.shape), name
-            np.testing.assert_allclose(
-                have.astype(np.float64), want.numpy().astype(np.float64), rtol=1e-5, atol=1e-5, err_msg=name
-            )
 
 
 # --- repeat_interleave ----------------------------------------------------------------------
