@@ -91,6 +91,7 @@ __all__ = [
     "standard_op_names",
     "standard_registry",
     "standard_specs",
+    "standard_specs_by_name",
     "torch_index",
 ]
 
@@ -189,6 +190,12 @@ _CATEGORY_OF = {spec.name: category.key for category in CATALOG_CATEGORIES for s
 def standard_specs() -> tuple[OpSpec, ...]:
     """Every spec of the catalog, category by category (cached: the specs are immutable)."""
     return tuple(spec for category in CATALOG_CATEGORIES for spec in category.specs)
+
+
+@functools.cache
+def standard_specs_by_name() -> dict[str, OpSpec]:
+    """The catalog's specs by op name (cached; do not modify the mapping)."""
+    return {spec.name: spec for spec in standard_specs()}
 
 
 def standard_op_names() -> list[str]:

@@ -11,7 +11,6 @@ calling a factory directly) it checks.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -75,11 +74,10 @@ def check_settings(node: Node, parameters: Mapping[str, Parameter]) -> Settings:
     return checker_for(node.op).check(node, parameters)
 
 
-@functools.cache
 def _catalog_specs() -> dict[str, OpSpec]:
-    from trama.catalog import standard_specs
+    from trama.catalog import standard_specs_by_name
 
-    return {spec.name: spec for spec in standard_specs()}
+    return standard_specs_by_name()
 
 
 def _is_catalog_spec(spec: OpSpec) -> bool:

@@ -329,11 +329,10 @@ def _typed(text: str, type_text: str | None) -> str:
 # --- the catalog, for settings and ports --------------------------------------------------
 
 
-@functools.cache
 def _catalog() -> dict[str, OpSpec]:
-    from trama.catalog import standard_specs
+    from trama.catalog import standard_specs_by_name
 
-    return {spec.name: spec for spec in standard_specs()}
+    return standard_specs_by_name()
 
 
 @functools.cache

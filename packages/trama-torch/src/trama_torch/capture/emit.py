@@ -141,6 +141,10 @@ class _Held:
     #: the ``state_dict`` keys of the tensors a scope reads, each written as a ``constant`` there
     keys: set[str] = field(default_factory=set)
 
+    def scope(self, call: Call) -> str | None:
+        """The torch path at which the document holds ``call``'s module (``""``: the model)."""
+        return self.scopes.get(call) if call.parent is not None else ""
+
     def writes(self, key: str) -> bool:
         """Whether a node writes the model's ``state_dict`` key ``key`` (as far as is known: a key
         below a module whose place is not known counts as written)."""
@@ -733,7 +737,7 @@ class Capture:
         metadata: dict[str, Any] = {"class": call.cls}
         if interface.sequential:
             return NodeFragment("Sequential", outputs=["y"], output_bindings=bindings, metadata=metadata)
-        path = self.held.scopes.get(call) if call.parent is not None else ""
+        path = self.held.scope(call)
         aliases = self.aliases(path) if path is not None else {}
         if aliases:
             metadata[TORCH_ALIASES] = aliases
@@ -1018,7 +1022,7 @@ class _Level:
                     metadata[TORCH_PERSISTENT] = False  # computed by the program: no module's state
                 if isinstance(value, StateTensor):
                     self.capture.covered.add(key)
-                    scope = self.capture.held.scopes.get(self.call) if self.call.parent is not None else ""
+                    scope = self.capture.held.scope(self.call)
                     if value.below and scope is not None:
                         self.capture.held.keys.add(_join(scope, value.name))
                     if key in self.capture.transient:
@@ -1112,7 +1116,7 @@ class _Level:
         runs = _runs(place, origin) if origin else None
         if not runs or (whole and sum(len(run) for run in runs) != len(origin)):
             return None
-        scope = self.capture.held.scopes.get(self.call) if self.call.parent is not None else ""
+        scope = self.capture.held.scope(self.call)
         used = origin[: sum(len(run) for run in runs)]
         return runs[-1], (_join(scope, ".".join(used)) if scope is not None else None)
 
