@@ -67,7 +67,10 @@ from _common import OUT_DIR, REPO, describe_machine, machine_info, ratio, second
 
 sys.path.insert(0, str(REPO / "tests"))
 
-DEFAULT_MODELS = ("hf_llama", "hf_bert", "timm_convnext_atto")
+DEFAULT_MODELS = ("hf_llama", "hf_llama_8_layers", "hf_bert", "timm_convnext_atto")
+#: Entries of this report that are a zoo entry with more layers: how the structure grows with
+#: depth (trama writes a repeated block once; ONNX and torch.export write every layer).
+DEEPER = {"hf_llama_8_layers": ("hf_llama", 8)}
 LABELS = {"trama": "trama", "onnx": "ONNX", "torch_export": "torch.export"}  # result key: how it is named
 LIBRARIES = ("torch", "torchvision", "transformers", "timm", "onnx", "onnxscript", "onnx-ir", "trama", "trama-torch")
 
@@ -329,6 +332,56 @@ def _version(name: str) -> str | None:
         return None
 
 
+def deeper(name: str) -> Any:
+    """The zoo entry ``DEEPER[name]`` names, built with that many layers (``num_hidden_layers``)."""
+    import dataclasses
+
+    from realworld.models import by_name
+
+    base_name, layers = DEEPER[name]
+    base = by_name(base_name)
+
+    def build() -> Any:
+        model = base.build()
+        config = model.config
+        config.num_hidden_layers = layers
+        with torch_seed():
+            return type(model)(config).eval()
+
+    return dataclasses.replace(base, name=name, build=build)
+
+
+def depth_growth(results: list[dict[str, Any]]) -> list[str]:
+    """How each deeper entry's structure compares with its base's: trama's JSON bytes and
+    ONNX's stripped bytes, deeper ÷ base, and trama's bytes ÷ ONNX's at depth."""
+    by_model = {result["model"]: result for result in results}
+    lines = []
+    for name, (base_name, layers) in DEEPER.items():
+        deep, base = by_model.get(name), by_model.get(base_name)
+        if deep is None or base is None:
+            continue
+        try:
+            trama_growth = deep["trama"]["json_bytes"] / base["trama"]["json_bytes"]
+            onnx_growth = deep["onnx"]["stripped_bytes"] / base["onnx"]["stripped_bytes"]
+            share = deep["trama"]["json_bytes"] / deep["onnx"]["stripped_bytes"]
+        except (KeyError, TypeError, ZeroDivisionError):
+            continue
+        lines.append(
+            f"{name} ({layers} layers) against {base_name}: trama JSON {trama_growth:.2f}x, "
+            f"ONNX stripped {onnx_growth:.2f}x; trama/ONNX at {layers} layers {share:.2f}"
+        )
+    return lines
+
+
+@contextlib.contextmanager
+def torch_seed() -> Iterator[None]:
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -356,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         entries = list(ZOO)
     else:
         try:
-            entries = [by_name(name) for name in options.models or DEFAULT_MODELS]
+            entries = [deeper(name) if name in DEEPER else by_name(name) for name in options.models or DEFAULT_MODELS]
         except KeyError as exc:
             parser.error(str(exc.args[0]))
 
@@ -379,11 +432,16 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(HEADERS, rows)
     print()
     print(text)
+    growth = depth_growth(results)
+    if growth:
+        print()
+        print("\n".join(growth))
     errors = failures(results)
     if errors:
         print("\nfailures:")
         print("\n".join(f"  {line}" for line in errors))
     data = {"machine": info, "onnx_optimize": options.onnx_optimize, "models": results, "table": text}
+    data["depth_growth"] = growth
     data["seconds"] = time.perf_counter() - start
     target = options.json.resolve()
     if target.parent == OUT_DIR.resolve():

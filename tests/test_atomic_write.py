@@ -91,13 +91,14 @@ def external_files(tmp_path: Path) -> Path:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
 @pytest.mark.parametrize(
     "error", [RuntimeError("disk on fire"), trama.TensorDataError("bad bytes"), KeyboardInterrupt()]
 )
-def test_inline_failure_midway_keeps_the_old_file(inline_file: Path, error: BaseException) -> None:
+def test_inline_failure_midway_keeps_the_old_file(inline_file: Path, error: BaseException, version: str) -> None:
     before = snapshot(inline_file.parent)
     with pytest.raises(type(error)):
-        trama.dump(failing_model(error), inline_file)
+        trama.dump(failing_model(error), inline_file, format_version=version)
     assert snapshot(inline_file.parent) == before
     assert trama.load(inline_file).parameters == good_model().parameters
 
@@ -135,28 +136,34 @@ def fail_on_call(number: int, real: Callable[..., Any], error: BaseException) ->
     return wrapper
 
 
+#: The writer of each format's text: the nested one (1.3, the default), the flat one (1.2).
+PIECES = {"1.3": "model_pieces_13", "1.2": "model_pieces"}
+
+
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
 @pytest.mark.parametrize(
     ("target", "call"),
     [
         ("encode_base64", 2),  # while streaming the second tensor
-        ("model_pieces", 1),  # before anything is written
+        ("pieces", 1),  # before anything is written
         ("os.fsync", 1),  # everything written, not yet on disk
         ("os.replace", 1),  # the final rename
     ],
 )
 def test_inline_writer_failures_keep_the_old_file(
-    inline_file: Path, monkeypatch: pytest.MonkeyPatch, target: str, call: int
+    inline_file: Path, monkeypatch: pytest.MonkeyPatch, target: str, call: int, version: str
 ) -> None:
     if target.startswith("os."):
         name = target.split(".")[1]
         monkeypatch.setattr(os, name, fail_on_call(call, getattr(os, name), OSError(28, "No space left on device")))
     else:
+        target = PIECES[version] if target == "pieces" else target
         real = getattr(trama.format._serialization, target)
         error = OSError(28, "No space left on device")
         monkeypatch.setattr(trama.format._serialization, target, fail_on_call(call, real, error))
     before = snapshot(inline_file.parent)
     with pytest.raises(WriteError, match="No space left") as caught:
-        trama.dump(good_model(seed=1), inline_file)
+        trama.dump(good_model(seed=1), inline_file, format_version=version)
     assert str(caught.value) == f"cannot write {str(inline_file)!r}: No space left on device"
     assert snapshot(inline_file.parent) == before
 
@@ -167,13 +174,14 @@ def test_inline_failure_on_a_new_path_leaves_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_invalid_model_is_refused_before_writing(inline_file: Path) -> None:
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
+def test_invalid_model_is_refused_before_writing(inline_file: Path, version: str) -> None:
     before = snapshot(inline_file.parent)
     broken = good_model(seed=1)
     broken.parameters["unused"] = Parameter(1)
     for weights in ("inline", "external"):
         with pytest.raises(trama.ValidationError, match="not referenced"):
-            trama.dump(broken, inline_file, weights=weights)  # type: ignore[arg-type]
+            trama.dump(broken, inline_file, weights=weights, format_version=version)  # type: ignore[arg-type]
     assert snapshot(inline_file.parent) == before
 
 
@@ -268,11 +276,12 @@ def partial_safetensors(write: Callable[[bytes], object], tensors: Any, **kwargs
     raise OSError(28, "No space left on device")
 
 
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
 @pytest.mark.parametrize(
     "inject",
     [
         "write_safetensors",  # while writing the weights
-        "model_text",  # weights written to their temporary file, document not started
+        "pieces",  # weights written to their temporary file, document not started
         "fsync-document",  # both written, the document not yet on disk
         "replace-weights",  # both complete, renaming the weights into place fails
         "fsync-folder",  # the weights renamed into place, not yet durable: the document waits
@@ -280,14 +289,15 @@ def partial_safetensors(write: Callable[[bytes], object], tensors: Any, **kwargs
     ],
 )
 def test_external_writer_failures_keep_both_files(
-    external_files: Path, monkeypatch: pytest.MonkeyPatch, inject: str
+    external_files: Path, monkeypatch: pytest.MonkeyPatch, inject: str, version: str
 ) -> None:
     error = OSError(28, "No space left on device")
     if inject == "write_safetensors":
         monkeypatch.setattr(trama.format._serialization, "write_safetensors", partial_safetensors)
-    elif inject == "model_text":
+    elif inject == "pieces":
         serialization = trama.format._serialization
-        monkeypatch.setattr(serialization, "model_text", fail_on_call(1, serialization.model_text, error))
+        pieces = PIECES[version]
+        monkeypatch.setattr(serialization, pieces, fail_on_call(1, getattr(serialization, pieces), error))
     elif inject in ("fsync-document", "fsync-folder"):
         monkeypatch.setattr(os, "fsync", fail_on_call(2 if inject == "fsync-document" else 3, os.fsync, error))
     else:
@@ -295,7 +305,7 @@ def test_external_writer_failures_keep_both_files(
         monkeypatch.setattr(os, "replace", fail_on_call(call, os.replace, error))
     before = snapshot(external_files.parent)
     with pytest.raises(WriteError, match="No space left") as caught:
-        trama.dump(good_model(seed=1), external_files, weights="external")
+        trama.dump(good_model(seed=1), external_files, weights="external", format_version=version)
     assert str(caught.value) == f"cannot write {str(external_files)!r}: No space left on device"
     monkeypatch.undo()
     assert snapshot(external_files.parent) == before
@@ -367,8 +377,8 @@ def test_only_this_documents_weights_files_are_collected(tmp_path: Path) -> None
 
 
 def legacy_pair(path: Path, model: Model) -> Path:
-    """A document as earlier trama wrote it: its weights in ``model.safetensors``."""
-    trama.dump(model, path, weights="external")
+    """A document as earlier trama wrote it (flat, format 1.2): its weights in ``model.safetensors``."""
+    trama.dump(model, path, weights="external", format_version="1.2")
     current = trama.weights_path(path)
     legacy = path.with_name("model.safetensors")
     current.rename(legacy)

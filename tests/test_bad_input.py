@@ -911,11 +911,43 @@ def test_unknown_fields_are_errors_in_the_current_version(
     assert error.location == location
 
 
-@pytest.mark.parametrize(("mutate", "location"), [c[1:] for c in UNKNOWN_FIELDS], ids=[c[0] for c in UNKNOWN_FIELDS])
+def nested_doc(make_doc: Callable[[], Doc]) -> Doc:
+    """The small valid document as the current format (1.3, nested) writes it: a newer minor
+    (1.4 and on) is of that shape, not of the flat one."""
+    return json.loads(trama.dumps(trama.loads(text_of(make_doc()))))
+
+
+#: The root composite's Linear, and its weight, in the nested document.
+NESTED_LINEAR = ("nodes", 0, "nodes", 0)
+NESTED_WEIGHT = (*NESTED_LINEAR, "set", "weight")
+
+UNKNOWN_FIELDS_NESTED = [
+    ("top-level", setting(("extra",), 1), "/"),
+    ("node", setting((*NESTED_LINEAR, "extra"), 1), "/nodes/0/nodes/0"),
+    ("tensor", setting((*NESTED_WEIGHT, "extra"), 1), "/nodes/0/nodes/0/set/weight"),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "location"), [c[1:] for c in UNKNOWN_FIELDS_NESTED], ids=[c[0] for c in UNKNOWN_FIELDS_NESTED]
+)
+def test_unknown_fields_are_errors_in_the_nested_form_of_the_current_version(
+    make_doc: Callable[[], Doc], mutate: Mutator, location: str
+) -> None:
+    doc = nested_doc(make_doc)
+    mutate(doc)
+    error = load_error(text_of(doc), SchemaError, r"unknown field\(s\) \['extra'\]")
+    # The flat reader says "/" for the document itself, the nested one "" (the JSON pointer).
+    assert error.location == location or (location == "/" and error.location == "")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "location"), [c[1:] for c in UNKNOWN_FIELDS_NESTED], ids=[c[0] for c in UNKNOWN_FIELDS_NESTED]
+)
 def test_unknown_fields_are_ignored_in_a_newer_minor(
     make_doc: Callable[[], Doc], mutate: Mutator, location: str
 ) -> None:
-    doc = make_doc()
+    doc = nested_doc(make_doc)
     mutate(doc)
     doc["format_version"] = "1.7"
     model = trama.loads(text_of(doc))
@@ -924,10 +956,12 @@ def test_unknown_fields_are_ignored_in_a_newer_minor(
     del location
 
 
-def test_newer_minor_still_checks_known_fields(base_doc: Doc) -> None:
-    base_doc["format_version"] = "1.7"
-    base_doc["nodes"][1]["id"] = 3
-    load_error(text_of(base_doc), SchemaError)
+def test_newer_minor_still_checks_known_fields(make_doc: Callable[[], Doc]) -> None:
+    doc = nested_doc(make_doc)
+    doc["format_version"] = "1.7"
+    at(doc, NESTED_LINEAR)["name"] = 3
+    error = load_error(text_of(doc), SchemaError)
+    assert error.location.startswith("/nodes/0/nodes/0")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1016,10 +1050,20 @@ def test_the_right_checksum_loads_in_1_2_and_in_a_newer_minor(base_doc: Doc) -> 
 
     weight = np.array([[1.0, -2.0], [0.5, 4.0]], dtype="<f4")
     checksum = "xxh3-64:" + xxhash.xxh3_64_hexdigest(b"float32[2,2]" + weight.tobytes())
-    for version in ("1.2", "1.9"):
-        doc = with_checksum(copy_doc(base_doc), "root.linear.weight", checksum, version)
-        model = trama.loads(text_of(doc))
+    doc = with_checksum(copy_doc(base_doc), "root.linear.weight", checksum, "1.2")
+    model = trama.loads(text_of(doc))
+    assert np.array_equal(np.asarray(model.parameters["root.linear.weight"].value), weight)
+    # A newer minor is of the nested shape, where an xxh3-64 checksum is its 16 digits alone.
+    nested = json.loads(trama.dumps(model))
+    assert at(nested, NESTED_WEIGHT)["checksum"] == checksum.removeprefix("xxh3-64:")
+    for version in ("1.3", "1.9"):
+        nested["format_version"] = version
+        model = trama.loads(text_of(nested))
+        assert model.source_format_version == version
         assert np.array_equal(np.asarray(model.parameters["root.linear.weight"].value), weight)
+    at(nested, NESTED_WEIGHT)["checksum"] = "0" * 16
+    with pytest.raises(TensorDataError, match="does not match the checksum"):
+        touch_tensors(trama.loads(text_of(nested)))
 
 
 def copy_doc(doc: Doc) -> Doc:
@@ -1071,15 +1115,35 @@ def test_op_name_errors_show_the_name_escaped(base_doc: Doc) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def dump_external(folder: Path, make_doc: Callable[[], Doc], version: str) -> tuple[Path, Path]:
+    model = trama.loads(text_of(make_doc()))
+    path = folder / "model.trama.json"
+    trama.dump(model, path, weights="external", format_version=version)
+    # the weights file is the one the document names (its name is the writer's choice)
+    doc = json.loads(path.read_text())
+    if version == "1.2":
+        return path, folder / doc["parameters"]["root.linear.weight"]["value"]["external"]["path"]
+    return path, folder / doc["weights"]
+
+
 @pytest.fixture
 def external_pair(tmp_path: Path, make_doc: Callable[[], Doc]) -> tuple[Path, Path]:
-    """A valid document with external weights: (document path, weights path)."""
-    model = trama.loads(text_of(make_doc()))
-    path = tmp_path / "model.trama.json"
-    trama.dump(model, path, weights="external")
-    # the weights file is the one the document names (its name is the writer's choice)
-    reference = json.loads(path.read_text())["parameters"]["root.linear.weight"]["value"]["external"]
-    return path, tmp_path / reference["path"]
+    """A valid document with external weights, in the flat form (format 1.2), whose external
+    references the tests edit: (document path, weights path)."""
+    return dump_external(tmp_path, make_doc, "1.2")
+
+
+@pytest.fixture(params=["1.2", "1.3"])
+def any_external_pair(request: pytest.FixtureRequest, tmp_path: Path, make_doc: Callable[[], Doc]) -> tuple[Path, Path]:
+    """A valid document with external weights, in either form: for tests of the weights file."""
+    return dump_external(tmp_path, make_doc, request.param)
+
+
+def weight_location(path: Path) -> str:
+    """Where the document at ``path`` gives the weight's tensor."""
+    if json.loads(path.read_text())["format_version"] == "1.2":
+        return "/parameters/root.linear.weight/value/external"
+    return "/" + "/".join(map(str, NESTED_WEIGHT))
 
 
 def edit_doc(path: Path, edit: Callable[[Doc], None]) -> None:
@@ -1119,6 +1183,70 @@ def test_external_path_must_stay_in_the_folder(external_pair: tuple[Path, Path],
     assert checked(info.value).location == "/parameters/root.linear.weight/value/external/path"
 
 
+@pytest.mark.parametrize("bad_path", ["/etc/passwd", "../model.safetensors", "..", "", "C:\\w.safetensors"])
+def test_the_weights_file_of_a_nested_document_must_stay_in_the_folder(
+    tmp_path: Path, make_doc: Callable[[], Doc], bad_path: str
+) -> None:
+    path, _ = dump_external(tmp_path, make_doc, "1.3")
+    edit_doc(path, lambda doc: doc.update(weights=bad_path))
+    with pytest.raises(WeightsFileError, match="must be relative") as info:
+        trama.load(path)
+    checked(info.value)
+
+
+def test_the_weights_file_of_a_nested_document_may_be_in_a_subfolder(
+    tmp_path: Path, make_doc: Callable[[], Doc]
+) -> None:
+    path, weights = dump_external(tmp_path, make_doc, "1.3")
+    (path.parent / "sub").mkdir()
+    weights.rename(path.parent / "sub" / weights.name)
+    edit_doc(path, lambda doc: doc.update(weights=f"./sub/{weights.name}"))
+    model = trama.load(path)
+    touch_tensors(model)
+    assert np.asarray(model.parameters["root.linear.weight"].value).tolist() == [[1.0, -2.0], [0.5, 4.0]]
+
+
+def resolves(doc: Any, pointer: str) -> bool:
+    """Whether the JSON Pointer ``pointer`` names a member of ``doc``."""
+    for token in pointer.split("/")[1:]:
+        key = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(doc, dict) and key in doc:
+            doc = doc[key]
+        elif isinstance(doc, list) and key.isdigit() and int(key) < len(doc):
+            doc = doc[int(key)]
+        else:
+            return False
+    return True
+
+
+def _bad_weights_path(path: Path, weights: Path) -> None:
+    edit_doc(path, lambda doc: doc.update(weights="../" + weights.name))
+
+
+def _changed_table_tensor(path: Path, weights: Path) -> None:
+    # dims.n (shared by two slots: in the table) made a tensor, its bytes in the weights file changed
+    model = trama.load(path)
+    model.parameters["dims.n"] = trama.Parameter(trama.Tensor.from_array(np.arange(3, dtype=np.float32)))
+    trama.dump(model, path, weights="external")
+    doc = json.loads(path.read_text())
+    assert "dims.n" in doc["parameters"]
+    data = bytearray(trama.weights_path(path).read_bytes())
+    data[-1] ^= 0xFF
+    trama.weights_path(path).write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("change", [_bad_weights_path, _changed_table_tensor], ids=["weights path", "table tensor"])
+def test_an_error_of_the_weights_file_of_a_nested_document_is_located_in_its_text(
+    tmp_path: Path, make_doc: Callable[[], Doc], change: Callable[[Path, Path], None]
+) -> None:
+    path, weights = dump_external(tmp_path, make_doc, "1.3")
+    change(path, weights)
+    with pytest.raises(WeightsFileError) as info:
+        load_and_touch(path)
+    location = checked(info.value).location
+    assert resolves(json.loads(path.read_text()), location), location
+
+
 def test_external_path_may_have_dot_segments_and_subfolders(external_pair: tuple[Path, Path]) -> None:
     path, weights = external_pair
     (path.parent / "sub").mkdir()
@@ -1154,8 +1282,8 @@ def test_external_path_with_dotdot_is_refused_even_if_the_file_exists(external_p
         trama.load(moved)
 
 
-def test_external_file_missing(external_pair: tuple[Path, Path]) -> None:
-    path, weights = external_pair
+def test_external_file_missing(any_external_pair: tuple[Path, Path]) -> None:
+    path, weights = any_external_pair
     weights.unlink()
     with pytest.raises(WeightsFileError, match="cannot open weights file") as info:
         trama.load(path)
@@ -1230,8 +1358,8 @@ def write_weights(weights: Path, header: Any, body: bytes) -> None:
     [b"", b"{", b"not json", b"[]", b"null", b"\xff\xfe", b"[" * 100_000, b'{"a": 1e400}'],
     ids=["empty", "open-brace", "text", "array", "null", "bytes", "deep", "big-number"],
 )
-def test_corrupt_safetensors_header(external_pair: tuple[Path, Path], header: bytes) -> None:
-    path, weights = external_pair
+def test_corrupt_safetensors_header(any_external_pair: tuple[Path, Path], header: bytes) -> None:
+    path, weights = any_external_pair
     _, body = header_of(weights)
     write_weights(weights, header, body)
     with pytest.raises(WeightsFileError) as info:
@@ -1239,8 +1367,8 @@ def test_corrupt_safetensors_header(external_pair: tuple[Path, Path], header: by
     checked(info.value)
 
 
-def test_safetensors_header_length_beyond_the_file(external_pair: tuple[Path, Path]) -> None:
-    path, weights = external_pair
+def test_safetensors_header_length_beyond_the_file(any_external_pair: tuple[Path, Path]) -> None:
+    path, weights = any_external_pair
     data = weights.read_bytes()
     for length in (len(data), 2**63, 2**64 - 1):
         weights.write_bytes(struct.pack("<Q", length) + data[8:])
@@ -1248,8 +1376,8 @@ def test_safetensors_header_length_beyond_the_file(external_pair: tuple[Path, Pa
             trama.load(path)
 
 
-def test_truncated_safetensors_file(external_pair: tuple[Path, Path]) -> None:
-    path, weights = external_pair
+def test_truncated_safetensors_file(any_external_pair: tuple[Path, Path]) -> None:
+    path, weights = any_external_pair
     data = weights.read_bytes()
     for cut in range(len(data)):
         weights.write_bytes(data[:cut])
@@ -1274,16 +1402,16 @@ def test_truncated_safetensors_file(external_pair: tuple[Path, Path]) -> None:
     ],
 )
 def test_safetensors_entry_disagreeing_with_the_document(
-    external_pair: tuple[Path, Path], field: str, value: Any, message: str
+    any_external_pair: tuple[Path, Path], field: str, value: Any, message: str
 ) -> None:
-    path, weights = external_pair
+    path, weights = any_external_pair
     header, body = header_of(weights)
     header["root.linear.weight"][field] = value
     write_weights(weights, header, body)
     model = trama.load(path)
     with pytest.raises(WeightsFileError, match=message) as info:
         touch_tensors(model)
-    assert checked(info.value).location == "/parameters/root.linear.weight/value/external"
+    assert checked(info.value).location == weight_location(path)
 
 
 @pytest.mark.parametrize(
@@ -1401,6 +1529,29 @@ def paths_of(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ..
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from paths_of(item, (*prefix, index))
+
+
+def test_every_field_of_a_nested_document_replaced_by_every_odd_value(make_doc: Callable[[], Doc]) -> None:
+    """The same sweep over the document as format 1.3 writes it, read from its compact text
+    (the fast nested reader's way in) and from an indented one (the careful reader's)."""
+    base = nested_doc(make_doc)
+    count = 0
+    for path in paths_of(base):
+        if not path:
+            continue
+        for odd in ODD_VALUES:
+            doc = copy_doc(base)
+            setting(path, odd)(doc)
+            for text in (json.dumps(doc, separators=(",", ":"), ensure_ascii=False), text_of(doc)):
+                try:
+                    model = trama.loads(text)
+                    touch_tensors(model)
+                    trama.validate(model)
+                    trama.loads(trama.dumps(model))
+                except TramaError as error:
+                    checked(error)
+            count += 1
+    assert count > 400
 
 
 def test_every_field_replaced_by_every_odd_value(make_doc: Callable[[], Doc]) -> None:

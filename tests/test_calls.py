@@ -325,7 +325,7 @@ def test_lenses_system_with_one_lens_twice(tmp_path: Any) -> None:
 
 
 def calls_doc() -> Doc:
-    return json.loads(trama.dumps(calls_model()))
+    return json.loads(trama.dumps(calls_model(), format_version="1.2"))
 
 
 def load_error(doc: Doc, error: type[Exception] = SchemaError) -> Any:
@@ -334,17 +334,36 @@ def load_error(doc: Doc, error: type[Exception] = SchemaError) -> Any:
     return info.value
 
 
+def nested_calls_doc() -> Doc:
+    """The calls model as ``dumps`` writes it now (format 1.3): ``root``'s children nested in it."""
+    return json.loads(trama.dumps(calls_model()))
+
+
+def nested_child(doc: Doc, name: str) -> tuple[int, Doc]:
+    """The position and object of ``root``'s child ``name`` in a nested document."""
+    children = doc["nodes"][0]["nodes"]
+    k = [child["name"] for child in children].index(name)
+    return k, children[k]
+
+
 def test_a_calling_node_is_written_without_parameters_or_bindings() -> None:
     doc = calls_doc()
-    assert doc["format_version"] == trama.FORMAT_VERSION  # calls exist since 1.1
+    assert doc["format_version"] == "1.2"  # calls exist since 1.1
     assert tuple(int(part) for part in trama.FORMAT_VERSION.split(".")) >= (1, 1)
     again = doc["nodes"][node_index(calls_model(), "root.again")]
     assert list(again) == ["id", "parent", "op", "calls", "inputs", "outputs"]
     assert again["calls"] == "root.block"
+    # nested (1.3): no set, nodes or out object either; the target is its full id
+    nested = nested_calls_doc()
+    assert nested["format_version"] == trama.FORMAT_VERSION
+    _, again = nested_child(nested, "again")
+    assert again == {"name": "again", "op": "Sequential", "calls": "root.block", "in": "block"}
+    _, other = nested_child(nested, "other")
+    assert [child.get("calls") for child in other["nodes"]] == ["root.block", "root.block.fc"]
 
 
 def test_documents_of_format_1_0_still_load() -> None:
-    doc = json.loads(trama.dumps(export(linear(9))))
+    doc = json.loads(trama.dumps(export(linear(9)), format_version="1.2"))
     doc["format_version"] = "1.0"
     for entry in doc["parameters"].values():
         entry.pop("checksum", None)  # newer than 1.0, as calls are
@@ -382,13 +401,16 @@ def test_malformed_calling_nodes(mutate: Callable[[Doc], Any], field: str, messa
 
 
 def test_a_newer_minor_ignores_unknown_members_of_a_call_but_not_parameters() -> None:
-    doc = calls_doc()
-    where = node_index(calls_model(), "root.again")
+    # a newer minor is of the current (nested) shape: a call's settings would be its "set"
+    doc = nested_calls_doc()
+    k, again = nested_child(doc, "again")
     doc["format_version"] = "1.7"
-    doc["nodes"][where]["added_in_1_7"] = True
-    assert trama.loads(json.dumps(doc)).nodes[where].calls == "root.block"
-    doc["nodes"][where]["parameters"] = {}
-    assert load_error(doc).location == f"/nodes/{where}/parameters"
+    again["added_in_1_7"] = True
+    assert trama.loads(json.dumps(doc)).node("root.again").calls == "root.block"
+    again["set"] = {}
+    error = load_error(doc)
+    assert error.location == f"/nodes/0/nodes/{k}"
+    assert "a calling node has no set" in error.message
 
 
 # --------------------------------------------------------------------------------------------
@@ -514,7 +536,7 @@ def test_registry_checks_a_calls_ports_but_not_its_slots() -> None:
 
 @pytest.fixture(scope="module")
 def validator() -> Draft202012Validator:
-    return Draft202012Validator(trama.json_schema())
+    return Draft202012Validator(trama.json_schema(format_version="1.2"))
 
 
 def schema_errors(validator: Draft202012Validator, doc: Doc) -> list[tuple[str, str]]:
@@ -745,11 +767,14 @@ def test_the_command_line_validates_and_describes_calls(tmp_path: Any, capsys: p
     from trama.tools import main
 
     path = tmp_path / "calls.trama.json"
-    trama.dump(calls_model(), path)
-    assert main(["validate", str(path)]) == 0
-    assert capsys.readouterr().out == f"{path}: ok\n"
-    assert main(["info", str(path)]) == 0
-    assert "12 (3 leaves, 4 composites, 5 calls, depth 3)" in capsys.readouterr().out
+    for version in ("1.2", "1.3"):
+        trama.dump(calls_model(), path, format_version=version)
+        assert main(["validate", str(path)]) == 0
+        assert capsys.readouterr().out == f"{path}: ok\n"
+        assert main(["info", str(path)]) == 0
+        assert "12 (3 leaves, 4 composites, 5 calls, depth 3)" in capsys.readouterr().out
+    # a call of an unknown node, in the flat form (whose nodes are listed by id)
+    trama.dump(calls_model(), path, format_version="1.2")
     doc = json.loads(path.read_text())
     doc["nodes"][node_index(calls_model(), "root.again")]["calls"] = "root.ghost"
     path.write_text(json.dumps(doc))
@@ -758,6 +783,12 @@ def test_the_command_line_validates_and_describes_calls(tmp_path: Any, capsys: p
     assert capsys.readouterr().out == (
         f"{path}: /nodes/{where}/calls (node 'root.again'): calls unknown node 'root.ghost'\n"
     )
+    # and in the nested form, located where it is written
+    nested = nested_calls_doc()
+    k, again = nested_child(nested, "again")
+    again["calls"] = "root.ghost"
+    error = load_error(nested, trama.ValidationError)
+    assert (error.location, error.message) == (f"/nodes/0/nodes/{k}/calls", "calls unknown node 'root.ghost'")
 
 
 # --- Expansion bombs ---------------------------------------------------------------------------

@@ -42,9 +42,20 @@ def good(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def doc(good: Path) -> dict[str, Any]:
-    """The parsed JSON of a valid document, to break in each test."""
+def doc(tmp_path: Path) -> dict[str, Any]:
+    """The parsed JSON of a valid document in the flat form (format 1.2, whose nodes and table
+    the tests edit), to break in each test."""
+    path = tmp_path / "flat.trama.json"
+    trama.dump(toy_mlp(), path, format_version="1.2")
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+@pytest.fixture
+def nested_doc(good: Path) -> dict[str, Any]:
+    """The parsed JSON of a valid document as ``dump`` writes it (format 1.3, nested)."""
     data: dict[str, Any] = json.loads(good.read_text())
+    assert data["format_version"] == "1.3"
     return data
 
 
@@ -87,6 +98,22 @@ def test_validate_lists_every_broken_reference(tmp_path: Path, doc: dict[str, An
         f"{path}: /nodes/2/inputs/x (node 'root.layers_1'): refers to unknown node 'root.nowhere'",
         f"{path}: /nodes/3/inputs/x (node 'root.layers_2'): node 'root.layers_0' has no output 'nope'",
     ]
+
+
+def test_validate_lists_every_broken_reference_of_a_nested_document(
+    tmp_path: Path, nested_doc: dict[str, Any], capsys: Any
+) -> None:
+    layers = nested_doc["nodes"][0]["nodes"]
+    layers[1]["in"] = "layers_0.zz"
+    layers[2]["in"] = "layers_0.nope"
+    path = write_doc(tmp_path, "refs.trama.json", nested_doc)
+    assert main(["validate", str(path)]) == 1
+    lines = out_lines(capsys.readouterr().out)
+    assert len(lines) == 2
+    # located in the text as written (the layer's "in"), as trama.load locates them
+    for line, (k, output) in zip(lines, [(1, "zz"), (2, "nope")], strict=True):
+        assert line.startswith(f"{path}: /nodes/0/nodes/{k}/in"), line
+        assert line.endswith(f"(node 'root.layers_{k}'): node 'root.layers_0' has no output '{output}'"), line
 
 
 def test_validate_lists_every_schema_violation_and_stops_there(
@@ -141,7 +168,7 @@ def test_validate_refuses_a_long_data_string_with_a_foreign_character(tmp_path: 
     """A long ``data`` string that is not pure base64 is not lifted out of the text before parsing,
     so the schema sees it and refuses it as it would a short one (quoting it cut short)."""
     path = tmp_path / "big.trama.json"
-    trama.dump(toy_mlp([64, 64, 3]), path)
+    trama.dump(toy_mlp([64, 64, 3]), path, format_version="1.2")  # the flat form: its table's places
     assert main(["validate", str(path)]) == 0
     text = path.read_text()
     start = text.index('"data": "') + len('"data": "') + 100
@@ -205,17 +232,17 @@ def test_validate_external_weights(tmp_path: Path, capsys: pytest.CaptureFixture
     weights.write_bytes(bytes(data))
     assert main(["validate", str(path)]) == 1
     lines = out_lines(capsys.readouterr().out)
-    assert lines[1].startswith(f"{path}: /parameters/root.layers_2.bias/value/external: the tensor's bytes")
+    assert lines[1].startswith(f"{path}: /nodes/0/nodes/2/set/bias: the tensor's bytes")
     weights.unlink()
     assert main(["validate", str(path)]) == 1
     assert "cannot open weights file" in capsys.readouterr().out
 
 
-def test_validate_skips_the_schema_for_a_newer_minor(tmp_path: Path, doc: dict[str, Any], capsys: Any) -> None:
+def test_validate_skips_the_schema_for_a_newer_minor(tmp_path: Path, nested_doc: dict[str, Any], capsys: Any) -> None:
     """A newer minor may add fields this reader ignores; this reader's schema would wrongly refuse them."""
-    doc["format_version"] = "1.7"
-    doc["added_in_1_7"] = {"anything": True}
-    path = write_doc(tmp_path, "newer.trama.json", doc)
+    nested_doc["format_version"] = "1.7"
+    nested_doc["added_in_1_7"] = {"anything": True}
+    path = write_doc(tmp_path, "newer.trama.json", nested_doc)
     assert main(["validate", str(path)]) == 0
     assert capsys.readouterr().out == f"{path}: ok\n"
 

@@ -61,8 +61,9 @@ def install() -> Iterator[Callable[..., PluginHost]]:
 
 
 def broken_refs(path: Path) -> Path:
-    """A copy of the document at ``path`` with two broken references, beside it."""
-    doc = json.loads(path.read_text())
+    """A copy of the document at ``path``, in the flat form (format 1.2, whose nodes are listed
+    by id), with two broken references, beside it."""
+    doc = json.loads(trama.dumps(trama.load(path), format_version="1.2"))
     doc["nodes"][2]["inputs"]["x"] = {"node": "root.nowhere", "output": "y"}
     doc["nodes"][3]["inputs"]["x"] = {"node": "root.layers_0", "output": "nope"}
     broken = path.with_name("refs.trama.json")
@@ -232,20 +233,23 @@ def test_external_weights_of_a_document_on_stdin_are_found_in_the_current_direct
     folder = tmp_path / "model"
     folder.mkdir()
     path = folder / "ext.trama.json"
-    trama.dump(toy_mlp(), path, weights="external")
-    text = path.read_bytes()
+    for version in ("1.2", "1.3"):
+        trama.dump(toy_mlp(), path, weights="external", format_version=version)
+        text = path.read_bytes()
 
-    monkeypatch.chdir(folder)
-    stdin(text)
-    assert main(["validate", "-"]) == 0
-    assert capsys.readouterr().out == "<stdin>: ok\n"
+        monkeypatch.chdir(folder)
+        stdin(text)
+        assert main(["validate", "-"]) == 0
+        assert capsys.readouterr().out == "<stdin>: ok\n"
 
-    monkeypatch.chdir(tmp_path)  # the weights are not here
-    stdin(text)
-    assert main(["validate", "-"]) == 1
-    out = capsys.readouterr().out
-    assert out.startswith("<stdin>: /parameters/root.layers_0.weight/value/external/path: cannot open weights file")
-    assert repr(str(tmp_path / trama.weights_path(path).name)) in out
+        monkeypatch.chdir(tmp_path)  # the weights are not here
+        stdin(text)
+        assert main(["validate", "-"]) == 1
+        out = capsys.readouterr().out
+        if version == "1.2":
+            assert out.startswith("<stdin>: /parameters/root.layers_0.weight/value/external/path: ")
+        assert ": cannot open weights file" in out
+        assert repr(str(tmp_path / trama.weights_path(path).name)) in out
 
 
 @pytest.mark.parametrize("command", ["validate", "ssa", "info", "run", "profile"])
@@ -422,13 +426,19 @@ def test_validate_json_of_valid_files_exits_0(good: Path, capsys: Any) -> None:
     }
 
 
-def test_schema_problems_in_json_carry_their_pointer(good: Path, capsys: Any) -> None:
-    doc = json.loads(good.read_text())
-    doc["nodes"][1]["op"] = ""
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
+def test_schema_problems_in_json_carry_their_pointer(good: Path, capsys: Any, version: str) -> None:
+    doc = json.loads(trama.dumps(trama.load(good), format_version=version))
+    if version == "1.2":
+        doc["nodes"][1]["op"] = ""
+        where = "/nodes/1/op"
+    else:  # the first layer, nested in the root composite
+        doc["nodes"][0]["nodes"][0]["op"] = ""
+        where = "/nodes/0/nodes/0/op"
     good.write_text(json.dumps(doc))
     assert main(["validate", "--json", str(good)]) == 1
     (problem,) = json.loads(capsys.readouterr().out)["files"][0]["problems"]
-    assert problem == {"location": "/nodes/1/op", "node": None, "message": "'' should be non-empty"}
+    assert problem == {"location": where, "node": None, "message": "'' should be non-empty"}
 
 
 # --- plugins --json ---------------------------------------------------------------------------

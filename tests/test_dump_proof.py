@@ -6,7 +6,9 @@ prove the per-node structural rules in the writer's pass over the nodes
 (``trama.format._validation.StructureProof``, proven by ``trama.format._writer``), and the
 other sections of the rules once every node is declared. The proof only ever accepts: whatever
 it does not prove, ``validate`` decides, so the error is validation's own. These tests hold
-that to account:
+that to account. The proof is made by the flat writer of format 1.2 (``format_version="1.2"``);
+the nested writer of 1.3, the default, reads the whole model before its first piece of text, so
+it decides (validates) first. Both are held to what every dump must do:
 
 * one invalid model per rule (ids, op names, parents, port and output names, references,
   bindings, calls, the parameter table, the model's own members), the broken node early in a
@@ -14,11 +16,12 @@ that to account:
   external weights) raise what ``validate`` raises (type, message, location, node, every error
   of ``all_errors``), a previous file at the path is left as it was, with no temporary file
   beside it, and a name that is not an identifier never reaches the text written;
-* valid models (every kind of node) are written without ``validate`` ever running, byte for
-  byte as the layout writes them; a model the proof is unsure of is validated and written;
+* valid models (every kind of node) are written in format 1.2 without ``validate`` ever
+  running, byte for byte as the layout writes them, and in 1.3 as a text that reads back as the
+  same model; a model the proof is unsure of is validated and written;
 * an error of the write itself comes after the model's own, as when validation came first;
-* fuzzing: random small models, most of them broken by one random change: ``dumps`` raises
-  exactly when ``structural_errors`` finds something, and raises its first error.
+* fuzzing: random small models, most of them broken by one random change: ``dumps`` (both
+  formats) raises exactly when ``structural_errors`` finds something, and raises its first error.
 """
 
 from __future__ import annotations
@@ -40,13 +43,16 @@ import trama
 from trama import INPUT, Model, Node, Parameter, Ref, Tensor
 from trama.errors import TramaError, ValidationError, WriteError
 from trama.format import _commit, _serialization, _validation, _writer, structural_errors
-from trama.format._codec import encode_document
+from trama.format._codec import FLAT_VERSION, encode_document
 from trama.format._layout import format_json
 
 #: Past the first piece of node text: the proof fails after text was made and written.
 DEEP = _writer.NODES_PER_PIECE + 900
 #: What a name that is not an identifier holds, so that the tests can look for it in the text.
 BAD = 'bad"name'
+#: The formats a dump writes: the flat one (whose writer proves the model as it writes it) and
+#: the nested one (the default, whose writer decides before it writes).
+FORMATS = [FLAT_VERSION, trama.FORMAT_VERSION]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -337,12 +343,14 @@ def described(error: BaseException) -> list[tuple[Any, ...]]:
 def recorded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every piece of text the writer makes, and every byte a dump writes, as text."""
     made: list[str] = []
-    real_pieces = _writer.model_pieces
 
-    def pieces(*args: Any, **kwargs: Any) -> Iterator[str]:
-        for piece in real_pieces(*args, **kwargs):
-            made.append(piece)
-            yield piece
+    def recording(real: Callable[..., Iterator[str]]) -> Callable[..., Iterator[str]]:
+        def pieces(*args: Any, **kwargs: Any) -> Iterator[str]:
+            for piece in real(*args, **kwargs):
+                made.append(piece)
+                yield piece
+
+        return pieces
 
     real_write = _commit.TempFile.write
 
@@ -350,21 +358,25 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         made.append(bytes(data).decode("utf-8", "replace"))
         real_write(self, data)
 
-    monkeypatch.setattr(_serialization, "model_pieces", pieces)
+    monkeypatch.setattr(_serialization, "model_pieces", recording(_serialization.model_pieces))
+    monkeypatch.setattr(_serialization, "model_pieces_13", recording(_serialization.model_pieces_13))
     monkeypatch.setattr(_commit.TempFile, "write", write)
     return made
 
 
+@pytest.mark.parametrize("version", FORMATS)
 @pytest.mark.parametrize("depth", ["early", "deep"])
 @pytest.mark.parametrize(("name", "where", "change"), RULES, ids=[rule[0] for rule in RULES])
 def test_dump_refuses_what_validate_refuses(
-    tmp_path: Path, recorded: list[str], name: str, where: str, change: Change, depth: str
+    tmp_path: Path, recorded: list[str], name: str, where: str, change: Change, depth: str, version: str
 ) -> None:
     model = broken(change, depth)
     expected = described(raised(lambda: trama.validate(model)))
-    assert described(raised(lambda: trama.dumps(model))) == expected
+    assert described(raised(lambda: trama.dumps(model, format_version=version))) == expected
     made = "".join(recorded)
-    if where == "start":  # refused before any node was written
+    if version != FLAT_VERSION:  # the nested writer decides before it makes any text
+        assert made == ""
+    elif where == "start":  # refused before any node was written
         assert '"id": "prep"' not in made
     elif where == "end":  # refused once every node was written
         assert '"id": "post"' in made
@@ -374,10 +386,11 @@ def test_dump_refuses_what_validate_refuses(
     assert '\n  "parameters": {' not in made, "the table is written once the model is proven"
 
     previous = tmp_path / "m.trama.json"
-    trama.dump(mixed_model(3), previous)
+    trama.dump(mixed_model(3), previous, format_version=version)
     before = previous.read_bytes()
     for weights in ("inline", "external"):
-        assert described(raised(functools.partial(trama.dump, model, previous, weights=weights))) == expected
+        dump = functools.partial(trama.dump, model, previous, weights=weights, format_version=version)
+        assert described(raised(dump)) == expected
         assert previous.read_bytes() == before
         assert [path.name for path in tmp_path.iterdir()] == ["m.trama.json"]
     assert not any(BAD in piece for piece in recorded), "a name that is not an identifier was written"
@@ -437,8 +450,9 @@ def valid_models() -> Iterator[Model]:
 
 
 def test_valid_models_are_proven_in_the_pass(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """``validate`` never runs for a valid model of any kind of node: the writer's pass and the
-    sections after it prove it; and the text is the layout's, byte for byte."""
+    """``validate`` never runs for a valid model of any kind of node written in format 1.2: the
+    writer's pass and the sections after it prove it; and the text is the layout's, byte for
+    byte. (The nested writer of 1.3 validates first: its text reads back as the same model.)"""
 
     def refused(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("validated apart")
@@ -450,8 +464,8 @@ def test_valid_models_are_proven_in_the_pass(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setattr(_serialization, "validate_model", refused)
     for k, model in enumerate(models):
         expected = format_json(encode_document(model, inline))
-        assert trama.dumps(model) == expected
-        trama.dump(model, tmp_path / f"m{k}.trama.json")
+        assert trama.dumps(model, format_version="1.2") == expected
+        trama.dump(model, tmp_path / f"m{k}.trama.json", format_version="1.2")
         assert (tmp_path / f"m{k}.trama.json").read_bytes() == expected.encode("utf-8", "backslashreplace")
         for node in model.nodes:
             kinds["calls"] += node.calls is not None
@@ -460,6 +474,16 @@ def test_valid_models_are_proven_in_the_pass(monkeypatch: pytest.MonkeyPatch, tm
             kinds["slots"] += bool(node.parameters)
             kinds["top"] += "." not in node.id
     assert min(kinds.values()) > 20, kinds
+    monkeypatch.undo()
+    for k, model in enumerate(models):
+        flat = trama.load(tmp_path / f"m{k}.trama.json")
+        nested = trama.loads(trama.dumps(model))
+        assert (nested.nodes, nested.parameters, nested.outputs, nested.metadata) == (
+            flat.nodes,
+            flat.parameters,
+            flat.outputs,
+            flat.metadata,
+        )
 
 
 def test_a_model_the_proof_is_unsure_of_is_validated_and_written(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -482,8 +506,9 @@ def test_a_model_the_proof_is_unsure_of_is_validated_and_written(monkeypatch: py
         real(model)
 
     monkeypatch.setattr(_validation, "validate", validate)
-    assert trama.dumps(model) == format_json(encode_document(model, inline))
+    assert trama.dumps(model, format_version="1.2") == format_json(encode_document(model, inline))
     assert validations == [model]
+    assert trama.loads(trama.dumps(model)).nodes == model.nodes
 
 
 # ----------------------------------------------------------------------------------------------
@@ -592,13 +617,15 @@ def test_fuzz_dumps_raises_exactly_what_validation_finds() -> None:
             mutate(model, rng)
         errors = structural_errors(model)
         if errors:
-            error = raised(functools.partial(trama.dumps, model))
-            assert isinstance(error, TramaError)
-            assert described(error)[:1] == described(errors[0])[:1]
-            assert [described(e)[0] for e in error.all_errors] == [described(e)[0] for e in errors]
+            for version in FORMATS:
+                error = raised(functools.partial(trama.dumps, model, format_version=version))
+                assert isinstance(error, TramaError)
+                assert described(error)[:1] == described(errors[0])[:1]
+                assert [described(e)[0] for e in error.all_errors] == [described(e)[0] for e in errors]
             refused += 1
         else:
-            assert trama.dumps(model) == format_json(encode_document(model, inline))
+            assert trama.dumps(model, format_version="1.2") == format_json(encode_document(model, inline))
+            assert trama.loads(trama.dumps(model)).nodes == trama.loads(trama.dumps(model, format_version="1.2")).nodes
         checked += 1
     assert refused > checked // 3
     assert checked - refused > checked // 10

@@ -56,6 +56,34 @@ def all_dtypes_model() -> trama.Model:
     )
 
 
+def written_values(doc: dict[str, Any]) -> dict[str, tuple[str, Any]]:
+    """Each entry a nested (format 1.3) document writes in a node's ``set``, by name (``<node
+    id>.<slot>``), with its place and value; then the entries of its table."""
+    found: dict[str, tuple[str, Any]] = {}
+    stack: list[tuple[list[Any], str, str]] = [(doc["nodes"], "", "/nodes")]
+    while stack:
+        nodes, prefix, where = stack.pop()
+        for k, node in enumerate(nodes):
+            node_id = prefix + node["name"]
+            for slot, value in node.get("set", {}).items():
+                if not (isinstance(value, dict) and "ref" in value):
+                    found[f"{node_id}.{slot}"] = (f"{where}/{k}/set/{slot}", value)
+            if "nodes" in node:
+                stack.append((node["nodes"], f"{node_id}.", f"{where}/{k}/nodes"))
+    for name, value in doc.get("parameters", {}).items():
+        found[name] = (f"/parameters/{name}", value)
+    return found
+
+
+def place_of(path: Path, entry: str) -> str:
+    """Where the document at ``path`` gives entry ``entry``'s tensor: in the flat form (format
+    1.2), its table's value; in the nested one (1.3), the value written in its slot."""
+    doc = json.loads(path.read_text())
+    if doc["format_version"] == "1.2":
+        return f"/parameters/{entry}/value"
+    return written_values(doc)[entry][0]
+
+
 def tensors_of(model: trama.Model) -> dict[str, trama.Tensor]:
     return {name: e.value for name, e in model.parameters.items() if isinstance(e.value, trama.Tensor)}
 
@@ -104,7 +132,30 @@ def test_dump_external_writes_the_weights_beside_the_json(tmp_path: Path, mlp_mo
     trama.dump(mlp_model, path, weights="external")
     weights = weights_of(path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [weights.name, "mlp.trama.json"]
+    # format 1.3: the weights file named once; a tensor there, under its entry's name, is its
+    # dtype (float32 left out), shape and the checksum of its bytes (16 digits: xxh3-64)
     doc = json.loads(path.read_text())
+    assert doc["weights"] == weights.name
+    tensors = 0
+    for name, (_, value) in written_values(doc).items():
+        if isinstance(value, dict):
+            assert set(value) == {"shape", "checksum"}
+            array = np.asarray(mlp_model.parameters[name].value)
+            assert value["shape"] == list(array.shape)
+            assert value["checksum"] == xxhash.xxh3_64_hexdigest(array.tobytes())
+            tensors += 1
+        else:
+            assert isinstance(value, int)  # scalars stay in the JSON
+    assert tensors == len(tensors_of(mlp_model))
+    assert '"data"' not in path.read_text()
+    assert sorted(safetensors.numpy.load_file(weights)) == sorted(tensors_of(mlp_model))
+
+    # format 1.2: each tensor an external reference of its own
+    flat = tmp_path / "flat" / "mlp.trama.json"
+    flat.parent.mkdir()
+    trama.dump(mlp_model, flat, weights="external", format_version="1.2")
+    weights = weights_of(flat)
+    doc = json.loads(flat.read_text())
     for name, entry in doc["parameters"].items():
         value = entry["value"]
         if isinstance(value, dict):
@@ -118,7 +169,7 @@ def test_dump_external_writes_the_weights_beside_the_json(tmp_path: Path, mlp_mo
             assert checksum == "xxh3-64:" + xxhash.xxh3_64_hexdigest(array.tobytes())
         else:
             assert isinstance(value, int)  # scalars stay in the JSON
-    assert '"data"' not in path.read_text()
+    assert '"data"' not in flat.read_text()
 
 
 def test_shared_tensor_is_written_once(tmp_path: Path) -> None:
@@ -297,7 +348,7 @@ def test_checksum_is_verified_on_first_access(tmp_path: Path, mlp_model: trama.M
             np.asarray(tensor)  # untouched tensors still verify
     with pytest.raises(trama.WeightsFileError, match="checksum") as info:
         np.asarray(tensors[last])
-    assert info.value.location == f"/parameters/{last}/value/external"
+    assert info.value.location == place_of(path, last)
     assert not tensors[last].is_decoded
 
 
@@ -319,14 +370,23 @@ def touch(model: trama.Model) -> None:
         np.asarray(tensor)
 
 
-def test_sha256_checksums_are_accepted(tmp_path: Path, mlp_model: trama.Model) -> None:
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
+def test_sha256_checksums_are_accepted(tmp_path: Path, mlp_model: trama.Model, version: str) -> None:
     path = tmp_path / "m.trama.json"
-    trama.dump(mlp_model, path, weights="external")
+    trama.dump(mlp_model, path, weights="external", format_version=version)
     doc = json.loads(path.read_text())
-    for name, entry in doc["parameters"].items():
-        if isinstance(entry["value"], dict):
+    if version == "1.2":
+        table = doc["parameters"].items()
+        holders = {name: entry["value"]["external"] for name, entry in table if isinstance(entry["value"], dict)}
+    else:
+        holders = {name: value for name, (_, value) in written_values(doc).items()}
+    changed = 0
+    for name, holder in holders.items():
+        if isinstance(holder, dict) and "checksum" in holder:
             raw = np.asarray(mlp_model.parameters[name].value).tobytes()
-            entry["value"]["external"]["checksum"] = "sha256:" + hashlib.sha256(raw).hexdigest().upper()
+            holder["checksum"] = "sha256:" + hashlib.sha256(raw).hexdigest().upper()
+            changed += 1
+    assert changed == len(tensors_of(mlp_model))
     path.write_text(json.dumps(doc))
     assert trama.load(path).parameters == mlp_model.parameters
 
@@ -340,7 +400,7 @@ def test_loads_without_base_dir_fails_clearly_on_access(tmp_path: Path, mlp_mode
     assert isinstance(tensor, trama.Tensor)
     with pytest.raises(trama.WeightsFileError, match="base_dir") as info:
         np.asarray(tensor)
-    assert info.value.location == "/parameters/root.layers_0.weight/value"
+    assert info.value.location == place_of(path, "root.layers_0.weight")
     # ...and with the folder it works.
     assert trama.loads(text, base_dir=tmp_path).parameters == mlp_model.parameters
 
@@ -447,13 +507,18 @@ def test_an_entry_named_like_the_safetensors_metadata(tmp_path: Path) -> None:
         [trama.Node("bag", "Bag", {"x": trama.Ref(trama.INPUT, "x")}, ["y"], {"w": "__metadata__"})],
         {"__metadata__": trama.Parameter(trama.Tensor.from_array(value), learnable=True)},
     )
-    path = tmp_path / "m.trama.json"
-    trama.dump(model, path, weights="external")
-    entry = json.loads(path.read_text())["parameters"]["__metadata__"]["value"]["external"]
-    assert entry["key"] == "trama:__metadata__"
-    theirs = safetensors.numpy.load_file(weights_of(path))
-    assert theirs["trama:__metadata__"].tobytes() == value.tobytes()
-    assert trama.load(path).parameters == model.parameters
+    for version in ("1.2", "1.3"):
+        path = tmp_path / version / "m.trama.json"
+        path.parent.mkdir()
+        trama.dump(model, path, weights="external", format_version=version)
+        doc = json.loads(path.read_text())
+        if version == "1.2":
+            assert doc["parameters"]["__metadata__"]["value"]["external"]["key"] == "trama:__metadata__"
+        else:  # the key is implied by the entry's name
+            assert doc["parameters"]["__metadata__"] == {"shape": [4], "checksum": xxhash.xxh3_64_hexdigest(value)}
+        theirs = safetensors.numpy.load_file(weights_of(path))
+        assert theirs["trama:__metadata__"].tobytes() == value.tobytes()
+        assert trama.load(path).parameters == model.parameters
 
 
 def test_unknown_weights_mode_is_refused(tmp_path: Path, mlp_model: trama.Model) -> None:

@@ -271,7 +271,7 @@ def test_dumps_is_stable(array: np.ndarray) -> None:
 def test_each_dtype_keeps_its_name_and_byte_order(dtype: str) -> None:
     array = np.arange(6).astype(NUMPY_DTYPES[dtype]).reshape(2, 3)
     model = export(Bag({"p0": array}))
-    value = json.loads(trama.dumps(model))["parameters"]["root.p0"]["value"]
+    value = json.loads(trama.dumps(model, format_version="1.2"))["parameters"]["root.p0"]["value"]
     assert value["dtype"] == dtype
     assert value["shape"] == [2, 3]
     assert base64.b64decode(value["data"]) == array.astype(array.dtype.newbyteorder("<")).tobytes()
@@ -347,52 +347,87 @@ def expected_checksum(dtype: str, array: np.ndarray) -> str:
     return "xxh3-64:" + xxhash.xxh3_64_hexdigest(header + np.ascontiguousarray(array).tobytes())
 
 
+@pytest.mark.parametrize("version", ["1.2", "1.3"])
 @pytest.mark.parametrize("dtype", sorted(NUMPY_DTYPES))
-def test_every_inline_tensor_records_the_checksum_of_its_dtype_shape_and_bytes(dtype: str) -> None:
+def test_every_inline_tensor_records_the_checksum_of_its_dtype_shape_and_bytes(dtype: str, version: str) -> None:
     arrays = {
         "p0": (np.arange(6) % 2).astype(NUMPY_DTYPES[dtype]).reshape(2, 3),
         "p1": np.zeros((), dtype=NUMPY_DTYPES[dtype]),
         "p2": np.zeros((3, 0), dtype=NUMPY_DTYPES[dtype]),
     }
     model = export(Bag({**arrays, "p3": 7, "p4": [1, 2]}))
-    text = trama.dumps(model)
+    text = trama.dumps(model, format_version=version)
     doc = json.loads(text)
-    assert doc["format_version"] == trama.FORMAT_VERSION == "1.2"
-    table = doc["parameters"]
-    for slot, array in arrays.items():
-        entry = table[f"root.{slot}"]
-        assert list(entry) == ["value", "learnable", "checksum"]
-        assert entry["checksum"] == expected_checksum(dtype, array)
-    assert "checksum" not in table["root.p3"]
-    assert "checksum" not in table["root.p4"]
+    assert doc["format_version"] == version
+    if version == "1.2":
+        table = doc["parameters"]
+        for slot, array in arrays.items():
+            entry = table[f"root.{slot}"]
+            assert list(entry) == ["value", "learnable", "checksum"]
+            assert entry["checksum"] == expected_checksum(dtype, array)
+        assert "checksum" not in table["root.p3"]
+        assert "checksum" not in table["root.p4"]
+    else:  # each value in its slot; an xxh3-64 checksum as its 16 digits alone
+        assert trama.FORMAT_VERSION == "1.3"
+        assert "parameters" not in doc
+        values = doc["nodes"][0]["set"]
+        for slot, array in arrays.items():
+            tensor = values[slot]
+            assert list(tensor) == [  # the data right after the shape: hashed as it is read
+                *(["dtype"] if dtype != "float32" else []),
+                "shape",
+                "data",
+                "checksum",
+                "learnable",
+            ]
+            assert tensor["shape"] == list(array.shape)
+            assert "xxh3-64:" + tensor["checksum"] == expected_checksum(dtype, array)
+        assert values["p3"] == 7
+        assert values["p4"] == [1, 2]
     # read back, the checksums are verified, and writing again gives the same text
     back = trama.loads(text)
     for slot, array in arrays.items():
         assert np.array_equal(np.asarray(back.parameters[f"root.{slot}"].value), array, equal_nan=True)
-    assert trama.dumps(back) == text
+    assert trama.dumps(back, format_version=version) == text
 
 
 def test_dump_writes_the_checksums_too_and_external_entries_have_none(tmp_path: Path) -> None:
     model = export(Bag({"p0": np.arange(4, dtype="<i8"), "p1": 1.5}))
     inline = tmp_path / "inline.trama.json"
-    trama.dump(model, inline)
+    trama.dump(model, inline, format_version="1.2")
     entry = json.loads(inline.read_text())["parameters"]["root.p0"]
     assert entry["checksum"] == expected_checksum("int64", np.arange(4, dtype="<i8"))
     external = tmp_path / "external.trama.json"
-    trama.dump(model, external, weights="external")
+    trama.dump(model, external, weights="external", format_version="1.2")
     entry = json.loads(external.read_text())["parameters"]["root.p0"]
     assert "checksum" not in entry  # the external reference carries its own
     assert "checksum" in entry["value"]["external"]
     assert np.asarray(trama.load(external).parameters["root.p0"].value).tolist() == [0, 1, 2, 3]
+    file_checksum = entry["value"]["external"]["checksum"]
+
+    # Format 1.3: an inline tensor's checksum beside its data; one in the weights file is given
+    # by the checksum of its bytes there alone (the file is named once, by the document).
+    nested_inline = tmp_path / "nested_inline.trama.json"
+    trama.dump(model, nested_inline)
+    tensor = json.loads(nested_inline.read_text())["nodes"][0]["set"]["p0"]
+    assert "xxh3-64:" + tensor["checksum"] == expected_checksum("int64", np.arange(4, dtype="<i8"))
+    nested_external = tmp_path / "nested_external.trama.json"
+    trama.dump(model, nested_external, weights="external")
+    doc = json.loads(nested_external.read_text())
+    tensor = doc["nodes"][0]["set"]["p0"]
+    assert "data" not in tensor
+    assert "xxh3-64:" + tensor["checksum"] == file_checksum
+    assert (tmp_path / doc["weights"]).is_file()
+    assert np.asarray(trama.load(nested_external).parameters["root.p0"].value).tolist() == [0, 1, 2, 3]
 
 
 def test_an_older_document_is_rewritten_with_checksums() -> None:
     model = export(Bag({"p0": np.arange(3, dtype="<f4")}))
-    doc = json.loads(trama.dumps(model))
+    doc = json.loads(trama.dumps(model, format_version="1.2"))
     doc["format_version"] = "1.1"
     del doc["parameters"]["root.p0"]["checksum"]
     old = trama.loads(json.dumps(doc))
     assert old.source_format_version == "1.1"
-    rewritten = json.loads(trama.dumps(old))
+    rewritten = json.loads(trama.dumps(old, format_version="1.2"))
     assert rewritten["format_version"] == "1.2"
     assert rewritten["parameters"]["root.p0"]["checksum"] == expected_checksum("float32", np.arange(3, dtype="<f4"))

@@ -1,5 +1,7 @@
-"""trama.json_schema(): a valid draft 2020-12 schema that every document trama writes satisfies,
-and that rejects documents of the wrong shape."""
+"""trama.json_schema(format_version="1.2"), the flat format's schema (for 1.0 to 1.2): a valid
+draft 2020-12 schema that every flat document trama writes satisfies, and that rejects documents
+of the wrong shape. The current format's (1.3, nested) is tested in
+packages/trama-core/tests/test_schema_13.py."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ LEGACY = sorted((Path(__file__).resolve().parent / "fixtures" / "legacy").glob("
 
 @pytest.fixture(scope="module")
 def validator() -> Draft202012Validator:
-    schema = trama.json_schema()
+    schema = trama.json_schema(format_version="1.2")
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
 
@@ -33,27 +35,29 @@ def errors_of(validator: Draft202012Validator, doc: Any) -> list[str]:
 
 
 def test_schema_is_a_valid_draft_2020_12_schema() -> None:
-    schema = trama.json_schema()
+    schema = trama.json_schema(format_version="1.2")
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     Draft202012Validator.check_schema(schema)
     assert jsonschema.validators.validator_for(schema) is Draft202012Validator
 
 
 def test_schema_is_a_fresh_copy() -> None:
-    schema = trama.json_schema()
+    schema = trama.json_schema(format_version="1.2")
     schema["properties"].clear()
-    assert trama.json_schema()["properties"]
+    assert trama.json_schema(format_version="1.2")["properties"]
 
 
 def test_schema_is_plain_json() -> None:
-    schema = trama.json_schema()
+    schema = trama.json_schema(format_version="1.2")
     assert json.loads(json.dumps(schema, allow_nan=False)) == schema
 
 
 def test_schema_knows_every_dtype() -> None:
     from trama.format import DTYPE_NAMES
 
-    assert trama.json_schema()["$defs"]["tensor"]["properties"]["dtype"]["enum"] == list(DTYPE_NAMES)
+    assert trama.json_schema(format_version="1.2")["$defs"]["tensor"]["properties"]["dtype"]["enum"] == list(
+        DTYPE_NAMES
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,11 +116,11 @@ def rich_model() -> trama.Model:
 
 
 def test_the_toy_mlp_validates(validator: Draft202012Validator, mlp_model: trama.Model) -> None:
-    assert errors_of(validator, json.loads(trama.dumps(mlp_model))) == []
+    assert errors_of(validator, json.loads(trama.dumps(mlp_model, format_version="1.2"))) == []
 
 
 def test_a_document_with_every_optional_field_validates(validator: Draft202012Validator) -> None:
-    doc = json.loads(trama.dumps(rich_model()))
+    doc = json.loads(trama.dumps(rich_model(), format_version="1.2"))
     assert {"metadata", "opsets", "input_facts", "output_facts"} <= doc.keys()
     assert any("metadata" in node for node in doc["nodes"])
     assert errors_of(validator, doc) == []
@@ -127,7 +131,7 @@ def test_the_external_weights_form_validates(
     validator: Draft202012Validator, tmp_path: Path, mlp_model: trama.Model, model: str
 ) -> None:
     path = tmp_path / "model.trama.json"
-    trama.dump(mlp_model if model == "mlp" else rich_model(), path, weights="external")
+    trama.dump(mlp_model if model == "mlp" else rich_model(), path, weights="external", format_version="1.2")
     doc = json.loads(path.read_text())
     assert any("external" in entry["value"] for entry in doc["parameters"].values() if isinstance(entry["value"], dict))
     assert errors_of(validator, doc) == []
@@ -135,13 +139,13 @@ def test_the_external_weights_form_validates(
 
 def test_dumped_files_validate(validator: Draft202012Validator, tmp_path: Path) -> None:
     path = tmp_path / "model.trama.json"
-    trama.dump(rich_model(), path)
+    trama.dump(rich_model(), path, format_version="1.2")
     assert errors_of(validator, json.loads(path.read_text())) == []
 
 
 @pytest.mark.parametrize("path", LEGACY, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_legacy_fixtures_rewritten_validate(validator: Draft202012Validator, path: Path) -> None:
-    doc = json.loads(trama.dumps(trama.load(path)))
+    doc = json.loads(trama.dumps(trama.load(path), format_version="1.2"))
     assert errors_of(validator, doc) == []
 
 
@@ -294,7 +298,7 @@ def test_the_schema_patterns_say_what_trama_checks() -> None:
     from trama.format._names import DOTTED_ID, MAX_ENTRY_SEGMENTS, MAX_NODE_DEPTH, NAME, is_op_name
     from trama.format._problems import _compiled
 
-    schema = trama.json_schema()
+    schema = trama.json_schema(format_version="1.2")
     node = schema["$defs"]["block_node"]["properties"]
     op_schema = node["op"]
 
@@ -316,10 +320,10 @@ def test_the_schema_patterns_say_what_trama_checks() -> None:
         ), text
 
 
-def test_the_schema_knows_the_current_versions_and_the_entry_checksum() -> None:
-    schema = trama.json_schema()
-    assert schema["$id"].endswith(f"format-{trama.FORMAT_VERSION}.json")
-    assert trama.FORMAT_VERSION == "1.2"
+def test_the_schema_knows_the_flat_versions_and_the_entry_checksum() -> None:
+    schema = trama.json_schema(format_version="1.2")
+    assert schema["$id"].endswith("format-1.2.json")
+    assert [trama.json_schema(format_version=v) == schema for v in ("1.0", "1.1", "1.3")] == [True, True, False]
     version = Draft202012Validator({"type": "string", **schema["properties"]["format_version"]})
     assert [v for v in ("1.0", "1.1", "1.2", "1.3", "0.2") if version.is_valid(v)] == ["1.0", "1.1", "1.2"]
     checksum = schema["$defs"]["entry"]["properties"]["checksum"]
@@ -330,7 +334,7 @@ def test_the_schema_knows_the_current_versions_and_the_entry_checksum() -> None:
 def test_written_documents_carry_checksums_that_the_schema_accepts(
     validator: Draft202012Validator, mlp_model: trama.Model, tmp_path: Path
 ) -> None:
-    doc = json.loads(trama.dumps(mlp_model))
+    doc = json.loads(trama.dumps(mlp_model, format_version="1.2"))
     tensors = [entry for entry in doc["parameters"].values() if isinstance(entry["value"], dict)]
     assert tensors
     assert all(entry["checksum"].startswith("xxh3-64:") for entry in tensors)
@@ -375,7 +379,7 @@ def reference_violations(doc: Any) -> list[str]:
     reports it: the schema pass checks the document a part at a time, and must say the same."""
     from trama.format._problems import _document_order, _pointer, _specific_errors
 
-    validator = Draft202012Validator(trama.json_schema())
+    validator = Draft202012Validator(trama.json_schema(format_version="1.2"))
     position = _document_order(doc)
     found: list[tuple[list[int], str]] = []
     for error in validator.iter_errors(doc):
@@ -411,7 +415,7 @@ def test_the_schema_pass_reports_what_one_whole_document_run_reports(make_doc: C
     from trama.format._jsontext import parse_json
 
     rng = random.Random(seed)
-    bases = [make_doc(), json.loads(trama.dumps(rich_model()))]
+    bases = [make_doc(), json.loads(trama.dumps(rich_model(), format_version="1.2"))]
     for _ in range(150):
         doc = copy.deepcopy(rng.choice(bases))
         for _ in range(rng.randint(1, 3)):

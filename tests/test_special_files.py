@@ -31,12 +31,25 @@ def _model() -> trama.Model:
     return linear_model(np.arange(6, dtype=np.float32).reshape(2, 3))
 
 
-def _pair(folder: Path) -> Path:
+def _pair(folder: Path, version: str = trama.FORMAT_VERSION) -> Path:
     """An external-weights document in ``folder``: ``m.trama.json`` and its weights file."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "m.trama.json"
-    trama.dump(_model(), path, weights="external")
+    trama.dump(_model(), path, weights="external", format_version=version)
     return path
+
+
+def _name_weights(document: dict[str, Any], name: str) -> None:
+    """Make ``document`` name ``name`` as its weights file: the document's ``weights`` (format
+    1.3), or the path of its external reference (the flat form of 1.2)."""
+    if document["format_version"] == "1.2":
+        document["parameters"]["lin.weight"]["value"]["external"]["path"] = name
+    else:
+        document["weights"] = name
+
+
+#: Both forms name the weights file: each is read the same way.
+VERSIONS = pytest.mark.parametrize("version", ["1.2", "1.3"])
 
 
 def _within(seconds: float, action: Callable[[], Any]) -> BaseException | None:
@@ -110,23 +123,24 @@ def test_weights_behind_a_link_that_leaves_the_folder_are_refused(tmp_path: Path
         trama.load(path)
 
 
-def test_a_folder_link_to_the_root_is_refused(tmp_path: Path) -> None:
-    path = _pair(tmp_path / "doc")
+@VERSIONS
+def test_a_folder_link_to_the_root_is_refused(tmp_path: Path, version: str) -> None:
+    path = _pair(tmp_path / "doc", version)
     (tmp_path / "doc" / "root").symlink_to("/")
     document = json.loads(path.read_text())
-    entry = document["parameters"]["lin.weight"]["value"]["external"]
-    entry["path"] = "root/etc/hostname"
+    _name_weights(document, "root/etc/hostname")
     path.write_text(json.dumps(document))
     with pytest.raises(trama.WeightsFileError, match="leads outside the document's folder"):
         trama.load(path)
 
 
-def test_a_loop_of_links_is_a_weights_file_error(tmp_path: Path) -> None:
-    path = _pair(tmp_path / "doc")
+@VERSIONS
+def test_a_loop_of_links_is_a_weights_file_error(tmp_path: Path, version: str) -> None:
+    path = _pair(tmp_path / "doc", version)
     (tmp_path / "doc" / "a").symlink_to("b")
     (tmp_path / "doc" / "b").symlink_to("a")
     document = json.loads(path.read_text())
-    document["parameters"]["lin.weight"]["value"]["external"]["path"] = "a"
+    _name_weights(document, "a")
     path.write_text(json.dumps(document))
     with pytest.raises(trama.WeightsFileError, match="'a' cannot be resolved: a loop of symbolic links"):
         trama.load(path)
@@ -142,11 +156,12 @@ def test_a_link_that_stays_inside_the_folder_is_followed(tmp_path: Path) -> None
     )
 
 
+@VERSIONS
 @pytest.mark.parametrize("name", ["m\u0000.safetensors", "m\ud800.safetensors", "m\n.safetensors"])
-def test_an_external_path_no_file_name_may_hold_is_a_trama_error(tmp_path: Path, name: str) -> None:
-    path = _pair(tmp_path)
+def test_an_external_path_no_file_name_may_hold_is_a_trama_error(tmp_path: Path, name: str, version: str) -> None:
+    path = _pair(tmp_path, version)
     document = json.loads(path.read_text())
-    document["parameters"]["lin.weight"]["value"]["external"]["path"] = name
+    _name_weights(document, name)
     text = json.dumps(document)  # ASCII escapes: a lone surrogate survives as \ud800
     with pytest.raises(trama.WeightsFileError, match="holds a character no file name may") as caught:
         trama.loads(text, base_dir=tmp_path)

@@ -2,7 +2,9 @@
 reader that ``trama.load`` uses (plus :func:`trama.format._problems.proven_valid`), and the JSON
 Schema pass runs only to explain what fails. The verdict and every message must be those of the
 stages run in full (:func:`trama.format._problems._explained_problems`, the schema first): here
-over the fixtures, the fuzz seeds and a few hundred mutations of them, and over random edits of
+over the fixtures (and the same models written in the current format), the fuzz seeds in both
+forms (flat, format 1.2, read by :mod:`trama.format._typed`; nested, 1.3, read by
+:mod:`trama.format._typed_nested`) and a few hundred mutations of them, and over random edits of
 every member that the schema constrains. And the memory of validating the schema-heavy hostile
 document is that of its structure, in a bounded child process.
 """
@@ -23,12 +25,14 @@ import pytest
 from reliability.fuzz_documents import Seed, build_seeds, mutate
 from reliability.hostile_files import schema_heavy
 from reliability.isolation import run_isolated
+from test_typed_reader import mutate_nested
 
 import trama
 from trama.format._external import make_resolver
 from trama.format._jsontext import lift_text, parse_json
 from trama.format._problems import _explained_problems, document_problems, proven_valid, schema_violations
 from trama.format._typed import decode_typed
+from trama.format._typed_nested import decode_nested
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 #: Mutated documents checked both ways (each costs a schema pass: about 10 ms).
@@ -43,9 +47,18 @@ def both_ways(text: bytes, folder: Path) -> tuple[list[str], list[str]]:
 
 
 def proven(text: bytes, folder: Path) -> bool:
-    """Whether the fast path alone says the document is valid (no schema pass)."""
-    typed = decode_typed(lift_text(text), make_resolver(folder))
+    """Whether the fast path alone says the document is valid (no schema pass): a flat
+    document read by the typed reader, a nested one (1.3) by its own."""
+    lifted = lift_text(text)
+    typed = decode_typed(lifted, make_resolver(folder))
+    if typed is None:
+        nested = decode_nested(lifted, make_resolver(folder))
+        typed = None if nested is None else (nested, True)
     return typed is not None and typed[1] and proven_valid(typed[0])
+
+
+def is_nested(text: bytes) -> bool:
+    return b'"format_version": "1.3"' in text[:64] or b'"format_version":"1.3"' in text[:64]
 
 
 def check_agreement(text: bytes, folder: Path, counts: dict[str, int], what: str) -> None:
@@ -56,6 +69,8 @@ def check_agreement(text: bytes, folder: Path, counts: dict[str, int], what: str
         # may still be corrupt, which the schema does not see).
         assert schema_violations(parse_json(text)) == [], what
         counts["proven"] += 1
+        if is_nested(text):
+            counts["proven nested"] = counts.get("proven nested", 0) + 1
     counts["ok" if not full else "refused"] += 1
 
 
@@ -74,6 +89,7 @@ def test_the_fixtures_and_the_seeds_get_the_same_verdict_both_ways(seeds: list[S
     for seed in seeds:
         check_agreement(seed.text, seed.path.parent, counts, seed.name)
     assert counts["proven"] >= 10, counts
+    assert counts.get("proven nested", 0) >= 5, counts  # the seeds as 1.3 writes them, the fixtures rewritten
     assert counts["refused"] >= 10, counts  # the expected.json files are not documents
 
 
@@ -82,10 +98,15 @@ def test_mutated_documents_get_the_same_verdict_and_messages_both_ways(seeds: li
     for index in range(MUTATIONS):
         rng = random.Random(f"validate-proof/{index}")
         seed = rng.choice(seeds)
-        text, done = mutate(seed, rng)
+        if is_nested(seed.text) and rng.random() < 0.5:
+            text, done = mutate_nested(seed.tree, rng)  # written compactly, as the nested reader takes it
+        else:
+            text, done = mutate(seed, rng)
         check_agreement(text, seed.path.parent, counts, f"case {index} of {seed.name}: {done}")
     # Both verdicts are well represented (the fuzz is not refusing everything at the first byte).
     assert counts["proven"] > MUTATIONS // 10, counts
+    assert any(is_nested(seed.text) for seed in seeds)
+    assert any(not is_nested(seed.text) for seed in seeds)
     assert counts["refused"] > MUTATIONS // 4, counts
 
 
@@ -153,8 +174,11 @@ def rich_document(folder: Path) -> list[dict[str, Any]]:
         input_facts=[trama.ValueFact("float32", ("batch", 3))],
         output_facts=[None],
     )
-    trama.dump(model, folder / "external.trama.json", weights="external")
-    return [json.loads(trama.dumps(model)), json.loads((folder / "external.trama.json").read_text())]
+    trama.dump(model, folder / "external.trama.json", weights="external", format_version="1.2")
+    return [
+        json.loads(trama.dumps(model, format_version="1.2")),
+        json.loads((folder / "external.trama.json").read_text()),
+    ]
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -194,7 +218,12 @@ def test_a_checksum_in_capitals_loads_but_the_schema_refuses_it(tmp_path: Path, 
     tensor = trama.Tensor.from_array(np.arange(6, dtype=np.float32))
     node = trama.Node("t", "Tag", {"x": trama.Ref(trama.INPUT, "x")}, ["y"], {"table": "t.table"})
     model = trama.Model(["x"], [trama.Ref("t", "y")], [node], {"t.table": trama.Parameter(tensor)})
-    trama.dump(model, tmp_path / "m.trama.json", weights="external" if where == "external" else "inline")
+    trama.dump(
+        model,
+        tmp_path / "m.trama.json",
+        weights="external" if where == "external" else "inline",
+        format_version="1.2",
+    )
     doc = json.loads((tmp_path / "m.trama.json").read_text())
     entry = doc["parameters"]["t.table"]
     holder, pointer = (entry, "/parameters/t.table/checksum")
@@ -215,7 +244,7 @@ def test_a_corrupt_tensor_in_a_sound_document_is_explained_by_the_schema_first(t
     tensor = trama.Tensor.from_array(np.arange(6, dtype=np.float32))
     node = trama.Node("t", "Tag", {"x": trama.Ref(trama.INPUT, "x")}, ["y"], {"table": "t.table"})
     model = trama.Model(["x"], [trama.Ref("t", "y")], [node], {"t.table": trama.Parameter(tensor)})
-    doc = json.loads(trama.dumps(model))
+    doc = json.loads(trama.dumps(model, format_version="1.2"))
     entry = doc["parameters"]["t.table"]
     data = entry["value"]["data"]
     entry["value"]["data"] = "AA==" + data[4:]  # padding inside: refused by the schema's pattern
@@ -232,7 +261,7 @@ def test_a_corrupt_tensor_in_a_sound_document_is_explained_by_the_schema_first(t
 
 def test_without_the_schema_the_fast_path_reports_the_structural_errors(tmp_path: Path) -> None:
     node = trama.Node("t", "Tag", {"x": trama.Ref(trama.INPUT, "x")}, ["y"], {})
-    doc = json.loads(trama.dumps(trama.Model(["x"], [trama.Ref("t", "y")], [node], {})))
+    doc = json.loads(trama.dumps(trama.Model(["x"], [trama.Ref("t", "y")], [node], {}), format_version="1.2"))
     doc["nodes"][0]["inputs"]["x"] = {"node": "nowhere", "output": "y"}
     text = json.dumps(doc).encode()
     expected = ["/nodes/0/inputs/x (node 't'): refers to unknown node 'nowhere'"]

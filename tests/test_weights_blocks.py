@@ -14,6 +14,7 @@ import hashlib
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pybase64
@@ -48,16 +49,39 @@ def data_start(weights: Path) -> int:
     return 8 + int(length)
 
 
-@pytest.fixture
-def pair(tmp_path: Path) -> Path:
-    path = tmp_path / "model.trama.json"
-    trama.dump(weights_model({"w": WEIGHT, "small": np.arange(5, dtype=np.int64)}), path, weights="external")
+def make_pair(folder: Path, version: str = trama.FORMAT_VERSION) -> Path:
+    path = folder / "model.trama.json"
+    model = weights_model({"w": WEIGHT, "small": np.arange(5, dtype=np.int64)})
+    trama.dump(model, path, weights="external", format_version=version)
     return path
 
 
-def test_external_checksums_written_by_blocks_are_those_of_the_whole_tensor(pair: Path) -> None:
+@pytest.fixture
+def pair(tmp_path: Path) -> Path:
+    return make_pair(tmp_path)
+
+
+#: The forms of a document: the flat one (format 1.2) and the nested one (1.3, the default).
+VERSIONS = pytest.mark.parametrize("version", ["1.2", "1.3"])
+
+
+def checksum_holder(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    """The object holding the ``checksum`` of entry ``name``'s tensor in the weights file: its
+    external reference (format 1.2), or the tensor itself, given by its checksum alone (1.3;
+    the weights file is the document's ``weights``)."""
+    if doc["format_version"] == "1.2":
+        return doc["parameters"][name]["value"]["external"]  # type: ignore[no-any-return]
+    assert "weights" in doc
+    return doc["parameters"][name]  # type: ignore[no-any-return]
+
+
+@VERSIONS
+def test_external_checksums_written_by_blocks_are_those_of_the_whole_tensor(tmp_path: Path, version: str) -> None:
+    pair = make_pair(tmp_path, version)
     doc = json.loads(pair.read_text())
-    recorded = doc["parameters"]["w"]["value"]["external"]["checksum"]
+    recorded = checksum_holder(doc, "w")["checksum"]
+    if version != "1.2":  # an xxh3-64 checksum is written as its 16 digits alone
+        recorded = "xxh3-64:" + recorded
     assert recorded == "xxh3-64:" + xxhash.xxh3_64_hexdigest(WEIGHT.tobytes())
     # The bytes written are the tensor's, whole and in place.
     weights = trama.weights_path(pair)
@@ -65,18 +89,29 @@ def test_external_checksums_written_by_blocks_are_those_of_the_whole_tensor(pair
     assert weights.read_bytes()[start : start + WEIGHT.nbytes] == WEIGHT.tobytes()
 
 
+@VERSIONS
 @pytest.mark.parametrize("algorithm", ["xxh3-64", "sha256"])
-def test_external_tensors_read_by_blocks_are_bit_exact_and_verified(pair: Path, algorithm: str) -> None:
+def test_external_tensors_read_by_blocks_are_bit_exact_and_verified(
+    tmp_path: Path, algorithm: str, version: str
+) -> None:
+    pair = make_pair(tmp_path, version)
     if algorithm == "sha256":  # the document may record either; the reader streams both
         doc = json.loads(pair.read_text())
         digest = hashlib.sha256(WEIGHT.tobytes()).hexdigest()
-        doc["parameters"]["w"]["value"]["external"]["checksum"] = f"sha256:{digest}"
+        checksum_holder(doc, "w")["checksum"] = f"sha256:{digest}"
         pair.write_text(json.dumps(doc))
     value = np.asarray(trama.load(pair).parameters["w"].value)
     np.testing.assert_array_equal(value, WEIGHT)
     assert value.dtype == WEIGHT.dtype
     assert value.shape == WEIGHT.shape
     assert not value.flags.writeable
+
+
+def external_location(pair: Path) -> str:
+    """Where an error of the external tensor ``w`` is reported: its entry in the flat form, the
+    table's own member in the nested one (whose reference to the file is implied)."""
+    flat = json.loads(pair.read_text())["format_version"] == "1.2"
+    return "/parameters/w/value/external" if flat else "/parameters/w"
 
 
 @pytest.mark.parametrize("block", [0, 1, 3])  # the first, a middle and the last (partial) block
@@ -91,7 +126,7 @@ def test_a_change_in_any_block_is_refused(pair: Path, block: int) -> None:
         handle.write(bytes([byte[0] ^ 0x40]))
     with pytest.raises(trama.WeightsFileError, match="checksum") as caught:
         np.asarray(model.parameters["w"].value)
-    assert caught.value.location == "/parameters/w/value/external"
+    assert caught.value.location == external_location(pair)
 
 
 @pytest.mark.parametrize("keep", [0, _external.BLOCK, _external.BLOCK + 1000, 3 * _external.BLOCK])
@@ -102,12 +137,14 @@ def test_a_cut_in_any_block_is_a_clean_error(pair: Path, keep: int) -> None:
         handle.truncate(data_start(weights) + keep)
     with pytest.raises(trama.WeightsFileError, match="truncated") as caught:
         np.asarray(model.parameters["w"].value)
-    assert caught.value.location == "/parameters/w/value/external"
+    assert caught.value.location == external_location(pair)
 
 
-def test_an_unknown_checksum_algorithm_is_refused_before_reading(pair: Path) -> None:
+@VERSIONS
+def test_an_unknown_checksum_algorithm_is_refused_before_reading(tmp_path: Path, version: str) -> None:
+    pair = make_pair(tmp_path, version)
     doc = json.loads(pair.read_text())
-    doc["parameters"]["w"]["value"]["external"]["checksum"] = "md5:" + "0" * 32
+    checksum_holder(doc, "w")["checksum"] = "md5:" + "0" * 32
     pair.write_text(json.dumps(doc))
     model = trama.load(pair, validate=False)
     weights = trama.weights_path(pair)
@@ -127,12 +164,19 @@ def test_encode_base64_feeds_its_hasher_the_bytes_it_encodes() -> None:
     assert b"".join(pybase64.b64decode(piece) for piece in pieces) == WEIGHT.tobytes()
 
 
-def test_an_inline_tensor_of_several_pieces_records_the_checksum_of_the_whole(tmp_path: Path) -> None:
+@VERSIONS
+def test_an_inline_tensor_of_several_pieces_records_the_checksum_of_the_whole(tmp_path: Path, version: str) -> None:
     path = tmp_path / "model.trama.json"
-    trama.dump(weights_model({"w": WEIGHT}), path)
+    trama.dump(weights_model({"w": WEIGHT}), path, format_version=version)
     entry = json.loads(path.read_text())["parameters"]["w"]
-    assert entry["checksum"] == tensor_checksum("float32", WEIGHT.shape, WEIGHT.tobytes())
-    assert pybase64.b64decode(entry["value"]["data"]) == WEIGHT.tobytes()
+    expected = tensor_checksum("float32", WEIGHT.shape, WEIGHT.tobytes())
+    if version == "1.2":
+        assert entry["checksum"] == expected
+        data = entry["value"]["data"]
+    else:  # the tensor itself, its checksum beside its data, as 16 digits
+        assert "xxh3-64:" + entry["checksum"] == expected
+        data = entry["data"]
+    assert pybase64.b64decode(data) == WEIGHT.tobytes()
     np.testing.assert_array_equal(np.asarray(trama.load(path).parameters["w"].value), WEIGHT)
 
 

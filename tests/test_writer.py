@@ -1,5 +1,9 @@
 """The model writer (``trama.format._writer``) writes exactly the layout of the encoded document.
 
+This is the writer of the flat form, format 1.2 (``dumps(model, format_version="1.2")``); the
+nested form of 1.3, which ``dump`` and ``dumps`` write by default, is tested in
+``test_format_13.py``.
+
 ``dump`` writes a model's text straight from the model: nodes by joining their names with the
 layout's own pieces, everything else through the layout. The definition of what it must write is
 the layout of the data ``encode_document`` makes: ``format_json(encode_document(model, ...))``,
@@ -291,7 +295,7 @@ def test_parameters_of_every_value_kind() -> None:
     parameters = {f"entry.v{k}": Parameter(value, learnable=k % 2 == 0) for k, value in enumerate(values)}
     model = _model([_leaf("a", {}, ["y"], slots)], parameters)
     assert_writes(model)
-    assert trama.dumps(model) == format_json(encode_document(model, inline))
+    assert trama.dumps(model, format_version="1.2") == format_json(encode_document(model, inline))
 
 
 def test_document_members_and_facts() -> None:
@@ -445,7 +449,7 @@ def test_dumps_in_pieces(monkeypatch: pytest.MonkeyPatch, per_piece: int) -> Non
     monkeypatch.setattr(_writer, "NODES_PER_PIECE", per_piece)
     for model in _dump_models():
         expected = format_json(encode_document(model, inline))
-        assert trama.dumps(model) == expected
+        assert trama.dumps(model, format_version="1.2") == expected
         pieces = list(model_pieces(model, inline))
         assert "".join(pieces) == expected
         if len(model.nodes) > per_piece and any(node.calls is None for node in model.nodes):
@@ -458,7 +462,7 @@ def test_dump_writes_the_layout_of_the_encoded_model(tmp_path: Path, weights: st
     tensor encoded as the reference the file holds for it), and reads back."""
     for k, model in enumerate(_dump_models()):
         path = tmp_path / f"m{k}.trama.json"
-        trama.dump(model, path, weights=weights)  # type: ignore[arg-type]
+        trama.dump(model, path, weights=weights, format_version="1.2")  # type: ignore[arg-type]
         written = path.read_bytes()
         table = json.loads(written)["parameters"]
 
@@ -469,4 +473,11 @@ def test_dump_writes_the_layout_of_the_encoded_model(tmp_path: Path, weights: st
         tensor = inline if weights == "inline" else referenced
         expected = format_json(encode_document(model, tensor))
         assert written == expected.encode("utf-8", "backslashreplace")
-        assert [node.id for node in trama.load(path).nodes] == [node.id for node in model.nodes]
+        flat = trama.load(path)
+        assert [node.id for node in flat.nodes] == [node.id for node in model.nodes]
+        # the default (1.3) form of the same model reads back as the same model
+        nested = tmp_path / f"m{k}.nested.trama.json"
+        trama.dump(model, nested, weights=weights)  # type: ignore[arg-type]
+        assert json.loads(nested.read_bytes())["format_version"] == "1.3"
+        back = trama.load(nested)
+        assert (back.nodes, back.parameters, back.outputs) == (flat.nodes, flat.parameters, flat.outputs)

@@ -1,9 +1,11 @@
 """Seeded fuzz of the safetensors files beside external-weights documents: mutate the weights
 file, load the document, use every tensor, and require the original values or a trama error.
 
-**Seeds.** Two documents written by ``trama.dump(..., weights="external")``: a bag of one
+**Seeds.** Two models written by ``trama.dump(..., weights="external")``: a bag of one
 tensor per dtype and many shapes (0-d, empty, 4-d, bool, bfloat16...), and a small MLP of
-catalog ops that also runs on numpy.
+catalog ops that also runs on numpy; each in the format ``dump`` writes (1.3: the weights file
+named once, each tensor keyed by its entry's name) and in the flat form of 1.2 (an ``external``
+reference per entry), which every trama still reads.
 
 **Mutations** of the weights file, one or two per case: the header as JSON (every generic
 mutation of :func:`reliability.fuzzing.mutate_json`, on the parsed header), a tensor's
@@ -78,6 +80,8 @@ class SidecarSeed:
     data: bytes
     originals: dict[str, tuple[str, tuple[int, ...], bytes]]
     runs: bool
+    #: The safetensors key of each tensor entry, as the document gives it.
+    keys: dict[str, str]
 
 
 def _bag() -> Any:
@@ -160,15 +164,35 @@ def join(header: Any, data: bytes, *, length: int | None = None, pad: bytes = b"
     return struct.pack("<Q", len(text) if length is None else length % 2**64) + text + data
 
 
+def tensor_keys(doc: dict[str, Any], entries: list[str]) -> dict[str, str]:
+    """The safetensors key the document gives each of ``entries`` (its external tensors): in the
+    flat form (1.2) its ``external`` reference's ``key``; in 1.3, where a tensor in the weights
+    file is its checksum alone, the entry's name (``trama:__metadata__`` for ``__metadata__``,
+    the one key safetensors reserves)."""
+    if doc["format_version"] == "1.2":
+        return {entry: doc["parameters"][entry]["value"]["external"]["key"] for entry in entries}
+    assert isinstance(doc.get("weights"), str), "a 1.3 external document names its weights file"
+    return {entry: "trama:__metadata__" if entry == "__metadata__" else entry for entry in entries}
+
+
+#: The seed documents: (name, model, whether it runs on numpy, format version).
+_SEED_MODELS = (
+    ("bag", _bag, False, "1.3"),
+    ("mlp", _mlp, True, "1.3"),
+    ("bag_1_2", _bag, False, "1.2"),
+    ("mlp_1_2", _mlp, True, "1.2"),
+)
+
+
 def build_seeds(folder: Path) -> list[SidecarSeed]:
-    """Dump both seed documents with external weights into ``folder`` and read them back."""
+    """Dump the seed documents with external weights into ``folder`` and read them back."""
     import trama
 
     seeds = []
-    for name, model, runs in (("bag", _bag(), False), ("mlp", _mlp(), True)):
+    for name, make, runs, version in _SEED_MODELS:
         path = folder / name / "model.trama.json"
         path.parent.mkdir(parents=True)
-        trama.dump(model, path, weights="external")
+        trama.dump(make(), path, weights="external", format_version=version)
         weights = [p for p in path.parent.iterdir() if p.suffix == ".safetensors"]
         if len(weights) != 1:
             raise RuntimeError(f"expected one weights file beside {path}, found {weights}")
@@ -176,14 +200,17 @@ def build_seeds(folder: Path) -> list[SidecarSeed]:
         header, data = split(raw)
         loaded = trama.load(path)
         doc = json.loads(path.read_text())
+        if doc["format_version"] != version:
+            raise RuntimeError(f"{path} is format {doc['format_version']}, not {version}")
+        tensors = {entry: p.value for entry, p in loaded.parameters.items() if isinstance(p.value, trama.Tensor)}
+        keys = tensor_keys(doc, list(tensors))
         originals = {}
-        for entry, parameter in loaded.parameters.items():
-            value = parameter.value
-            if isinstance(value, trama.Tensor):
-                key = doc["parameters"][entry]["value"]["external"]["key"]
-                originals[key] = (value.dtype, tuple(value.shape), np.ascontiguousarray(value.numpy()).tobytes())
+        for entry, value in tensors.items():
+            if keys[entry] not in header:
+                raise RuntimeError(f"{path}: no tensor {keys[entry]!a} in {weights[0].name}")
+            originals[keys[entry]] = (value.dtype, tuple(value.shape), np.ascontiguousarray(value.numpy()).tobytes())
         seeds.append(
-            SidecarSeed(name, path.read_bytes(), path.name, weights[0].name, raw, header, data, originals, runs)
+            SidecarSeed(name, path.read_bytes(), path.name, weights[0].name, raw, header, data, originals, runs, keys)
         )
     return seeds
 
@@ -371,7 +398,7 @@ SCRATCH: list[Path] = []
 VALIDATE_SHARE = 0.5
 
 
-def _use_every_tensor(model: Any, doc: dict[str, Any], seed: SidecarSeed) -> Verdict | None:
+def _use_every_tensor(model: Any, seed: SidecarSeed) -> Verdict | None:
     import trama
 
     for entry, parameter in model.parameters.items():
@@ -379,7 +406,7 @@ def _use_every_tensor(model: Any, doc: dict[str, Any], seed: SidecarSeed) -> Ver
         if not isinstance(value, trama.Tensor):
             continue
         array = value.numpy()
-        key = doc["parameters"][entry]["value"]["external"]["key"]
+        key = seed.keys[entry]
         got = (value.dtype, tuple(value.shape), np.ascontiguousarray(array).tobytes())
         if got != seed.originals[key]:
             return Verdict("other", "tensors", f"silent corruption: tensor {key!a} loads as other values")
@@ -395,14 +422,13 @@ def classify(weights: bytes, seed: SidecarSeed, rng: random.Random) -> Verdict:
     (folder / seed.weights_name).write_bytes(weights)
     path = folder / seed.document_name
     path.write_bytes(seed.document)
-    doc = json.loads(seed.document)
     stage = "load"
     verdict: Verdict | None = None
     model: Any = None
     try:
         model = trama.load(path, mmap_weights=rng.random() < 0.5)
         stage = "tensors"
-        verdict = _use_every_tensor(model, doc, seed)
+        verdict = _use_every_tensor(model, seed)
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):
             raise

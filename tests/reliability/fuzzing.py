@@ -267,6 +267,11 @@ HOSTILE_STRINGS: tuple[str, ...] = (
     "__metadata__",
     "float32",
     "int64",
+    "%x",
+    "%",
+    "use",
+    "ref",
+    ".Rel",
 )
 
 #: Values of every JSON kind, and the small objects of the format, to retype a place with.
@@ -294,6 +299,14 @@ VALUES: tuple[Any, ...] = (
     {"dtype": "float32", "shape": [], "data": "AACAPw=="},
     {"dtype": "bool", "shape": [2], "data": "AQI="},
     {"dtype": "float32", "shape": [2], "external": {"path": "w.safetensors", "key": "w", "checksum": "xxh3-64:0"}},
+    # format 1.3's: a reference string, a table reference, tensors, a block instance
+    "%x",
+    "a.y",
+    {"ref": "x"},
+    {"shape": [1], "data": "AAAAAA=="},
+    {"shape": [2], "checksum": "0" * 16},
+    {"shape": [2]},
+    {"name": "x", "use": "x", "in": "%x"},
 )
 
 
@@ -345,7 +358,10 @@ def mutate_json(root: dict[str, Any], rng: random.Random) -> str:
         if slot is not None:
             members = Pairs(slot.value.items())
             key, value = rng.choice(members)
-            members.insert(rng.randint(0, len(members)), (key, rng.choice((value, rng.choice(VALUES)))))
+            # A copy of the value from VALUES: a later mutation of the case changes it in place, and
+            # the table is shared by every case a forked child runs.
+            fresh = json.loads(json.dumps(rng.choice(VALUES)))
+            members.insert(rng.randint(0, len(members)), (key, rng.choice((value, fresh))))
             slot.set(members)
             return f"repeat key {key!a} in {slot.where()}"
     if kind == "retype":

@@ -5,9 +5,13 @@ fool trama: the cases of issue 14 (expansion bombs, special files, symlinks out 
 bad characters in paths, huge facts and settings, silent dtype swaps, deep trees, forged review
 text, text that skips the checks, bad safetensors, the command line's files) and variants of
 them (truncated and empty files, byte order marks, numbers past every range, duplicate keys,
-text that is not UTF-8...). ``case.build(folder)`` writes the files and returns the path to
-hand to a command; nothing is written outside ``folder`` (a few cases *point* outside it, at
-``/``, ``/etc`` or ``/dev/zero``, which is the attack).
+text that is not UTF-8...), and those of the nested form of format 1.3 (a block expansion bomb,
+blocks that use themselves, an instance short of a tensor, a relative class with nothing to
+continue). Builders that attack the flat structure (ids, parents, the parameter table, external
+references) write the flat form of format 1.2, which every trama still reads; a clean document
+written by trama itself is in the format ``dump`` writes now. ``case.build(folder)`` writes the
+files and returns the path to hand to a command; nothing is written outside ``folder`` (a few
+cases *point* outside it, at ``/``, ``/etc`` or ``/dev/zero``, which is the attack).
 
 The catalogue says, per case, what a correct trama does with it (:attr:`Hostile.valid`: whether
 the document is a valid one that ``validate``, ``ssa`` and ``info`` accept, such as an expansion
@@ -197,13 +201,18 @@ def _linear_doc(features: int = 4, out: int = 2) -> Doc:
     )
 
 
-def _trama_linear(folder: Path, name: str = "model.trama.json", *, external: bool = False) -> Path:
-    """The same model written by trama itself (checksums, and a weights file when external)."""
+def _trama_linear(
+    folder: Path, name: str = "model.trama.json", *, external: bool = False, format_version: str | None = None
+) -> Path:
+    """The same model written by trama itself (checksums, and a weights file when external),
+    in the format ``dump`` writes now unless ``format_version`` asks for another ("1.2": the
+    flat form, for a builder that edits the flat structure)."""
     import trama
 
     model = trama.loads(json.dumps(_linear_doc()))
     path = folder / name
-    trama.dump(model, path, weights="external" if external else "inline")
+    version = {} if format_version is None else {"format_version": format_version}
+    trama.dump(model, path, weights="external" if external else "inline", **version)
     return path
 
 
@@ -232,8 +241,9 @@ def safetensors_bytes(header: dict[str, Any] | bytes, data: bytes, *, length: in
 def _external_doc(folder: Path, path_in_doc: str, *, name: str = "model.trama.json") -> Path:
     """The small model with its weight stored externally at ``path_in_doc`` (which the caller
     makes hostile). The checksum is the true one of the weight's bytes, so only the path and
-    what it leads to can be wrong."""
-    real = _trama_linear(folder, "clean.trama.json", external=True)
+    what it leads to can be wrong. Written in the flat form (format 1.2, which every trama still
+    reads), whose ``external`` references this edits."""
+    real = _trama_linear(folder, "clean.trama.json", external=True, format_version="1.2")
     doc = json.loads(real.read_text())
     for entry in doc["parameters"].values():
         value = entry["value"]
@@ -243,16 +253,24 @@ def _external_doc(folder: Path, path_in_doc: str, *, name: str = "model.trama.js
 
 
 def _sidecar(folder: Path) -> tuple[Path, Path]:
-    """A clean external document and its weights file (whatever name trama gave it)."""
+    """A clean external document, as ``dump`` writes it now, and its weights file (whatever
+    name trama gave it: format 1.3 names it once, in the top-level ``weights``)."""
     document = _trama_linear(folder, external=True)
-    doc = json.loads(document.read_text())
+    return document, folder / _weights_named(json.loads(document.read_text()))
+
+
+def _weights_named(doc: Doc) -> str:
+    """The one weights file a document written by trama names (format 1.3 or 1.2)."""
+    if "weights" in doc:
+        weights: str = doc["weights"]
+        return weights
     paths = {
         entry["value"]["external"]["path"]
         for entry in doc["parameters"].values()
         if isinstance(entry["value"], dict) and "external" in entry["value"]
     }
     (path,) = paths
-    return document, folder / path
+    return path
 
 
 def _rewrite_sidecar(folder: Path, change: Callable[[dict[str, Any], bytes], bytes]) -> Path:
@@ -296,6 +314,104 @@ def chain_of_calls(folder: Path, blocks: int = 4_000) -> Path:
         call["calls"] = f"b{k - 1}"
         nodes.append(call)
     return _write(folder, _doc(nodes, output=f"b{blocks - 1}"))
+
+
+# --- format 1.3: blocks, instances, relative classes ------------------------------------------
+
+
+def _nested_doc(nodes: list[Doc], outputs: list[str], blocks: dict[str, Doc] | None = None) -> Doc:
+    """A nested document (format 1.3) of one input ``x``: ``nodes`` are node objects, ``outputs``
+    reference strings."""
+    doc: Doc = {"format_version": "1.3", "inputs": ["x"], "outputs": outputs}
+    if blocks is not None:
+        doc["blocks"] = blocks
+    doc["nodes"] = nodes
+    return doc
+
+
+def _relu_block() -> Doc:
+    return {"in": ["x"], "nodes": [{"name": "r", "op": "relu", "in": "%x"}], "out": {"y": "r"}}
+
+
+def block_bomb(levels: int) -> Callable[[Path], Path]:
+    """Blocks nested ``levels`` deep, each using the one below 8 times, and one instance of the
+    top one: 8^levels nodes from a few lines of text (12 levels: 68 billion). The reader bounds
+    the expansion by the text's size, and refuses beyond it before allocating the nodes."""
+
+    def build(folder: Path) -> Path:
+        blocks: dict[str, Doc] = {"B0": _relu_block()}
+        for level in range(1, levels + 1):
+            body = [{"name": f"i{k}", "use": f"B{level - 1}", "in": "%x" if k == 0 else f"i{k - 1}"} for k in range(8)]
+            blocks[f"B{level}"] = {"in": ["x"], "nodes": body, "out": {"y": "i7"}}
+        return _write(folder, _nested_doc([{"name": "net", "use": f"B{levels}", "in": "%x"}], ["net"], blocks))
+
+    return build
+
+
+def block_uses_itself(folder: Path) -> Path:
+    """A block whose body holds an instance of itself: an expansion without end."""
+    loop = {
+        "in": ["x"],
+        "nodes": [{"name": "r", "op": "relu", "in": "%x"}, {"name": "again", "use": "Loop", "in": "r"}],
+        "out": {"y": "again"},
+    }
+    return _write(folder, _nested_doc([{"name": "net", "use": "Loop", "in": "%x"}], ["net"], {"Loop": loop}))
+
+
+def blocks_use_each_other(folder: Path) -> Path:
+    """Block A uses B, and B uses A."""
+    blocks = {
+        name: {"in": ["x"], "nodes": [{"name": "inner", "use": other, "in": "%x"}], "out": {"y": "inner"}}
+        for name, other in (("A", "B"), ("B", "A"))
+    }
+    return _write(folder, _nested_doc([{"name": "net", "use": "A", "in": "%x"}], ["net"], blocks))
+
+
+def layer_instances(*, drop_last_tensor: bool = False) -> Callable[[Path], Path]:
+    """Two layers of one block (a Linear 4 -> 4 with its own weight and bias, then relu), each
+    instance giving the values of the tensors the body leaves open, in order; with
+    ``drop_last_tensor`` the second instance leaves out its bias."""
+
+    def build(folder: Path) -> Path:
+        rng = np.random.default_rng(0)
+        settings = {"in_features": 4, "out_features": 4, "weight": {"shape": [4, 4]}, "bias": {"shape": [4]}}
+        layer = {
+            "op": "Sequential",
+            "in": ["x"],
+            "nodes": [
+                {"name": "fc", "op": "Linear", "in": "%x", "set": settings},
+                {"name": "act", "op": "relu", "in": "fc"},
+            ],
+            "out": {"y": "act"},
+        }
+
+        def given() -> list[Doc]:
+            arrays = (rng.standard_normal((4, 4)), rng.standard_normal(4))
+            return [{"data": _tensor(array.astype(np.float32))["data"]} for array in arrays]
+
+        nodes = [{"name": "l0", "use": "Layer", "in": "%x", "tensors": given()}]
+        nodes.append({"name": "l1", "use": "Layer", "in": "l0", "tensors": given()})
+        if drop_last_tensor:
+            nodes[1]["tensors"].pop()
+        return _write(folder, _nested_doc(nodes, ["l1"], {"Layer": layer}))
+
+    return build
+
+
+def relative_class(where: str) -> Callable[[Path], Path]:
+    """A relative ``class`` (``.Layer``: in the module of the enclosing node's class) where
+    nothing encloses it with a class: a top-level node, or a block body's node in a block
+    that has no class."""
+
+    def build(folder: Path) -> Path:
+        if where == "tree":
+            node = {"name": "net", "op": "relu", "in": "%x", "class": ".Layer"}
+            return _write(folder, _nested_doc([node], ["net"]))
+        block = _relu_block()
+        block["nodes"][0]["class"] = ".ReLU"
+        return _write(folder, _nested_doc([{"name": "net", "use": "Act", "in": "%x"}], ["net"], {"Act": block}))
+
+    return build
 
 
 def _fifo(folder: Path, name: str) -> Path:
@@ -432,7 +548,7 @@ def int64_as_float64(folder: Path) -> Path:
         [trama.Node("t", "Tag", {"x": trama.Ref(trama.INPUT, "x")}, ["y"], {"table": "t.table"})],
         {"t.table": trama.Parameter(trama.Tensor.from_array(array))},
     )
-    doc = json.loads(trama.dumps(model))
+    doc = json.loads(trama.dumps(model, format_version="1.2"))
     entry = doc["parameters"]["t.table"]
     assert "checksum" in entry, "format 1.2 writes a checksum on inline tensors"
     entry["value"]["dtype"] = "float64"
@@ -750,6 +866,51 @@ CASES: tuple[Hostile, ...] = (
         valid=True,
         runs=True,
         run_args=_x_only,
+    ),
+    # Format 1.3's blocks: expansion bounded by the text, no block using itself, every tensor given.
+    Hostile(
+        "blocks_bomb_12",
+        "blocks nested 12 deep, 8 instances each: 8^12 nodes from 5 KB (refused: the expansion is bounded)",
+        block_bomb(12),
+        memory_mb=400,
+        timeout_s=20.0,
+        mentions="expands to more than",
+    ),
+    Hostile(
+        "blocks_bomb_small",
+        "the same bomb 3 levels deep (512 nodes): a small model of blocks that must run",
+        block_bomb(3),
+        valid=True,
+        runs=True,
+        run_args=_x_only,
+    ),
+    Hostile("block_uses_itself", "a block whose body uses the block itself", block_uses_itself, mentions="itself"),
+    Hostile("blocks_use_each_other", "block A uses B, B uses A", blocks_use_each_other, mentions="itself"),
+    Hostile(
+        "block_instances",
+        "two instances of a block, each giving its tensors (valid, runs)",
+        layer_instances(),
+        valid=True,
+        runs=True,
+        run_args=_x_only,
+    ),
+    Hostile(
+        "block_instance_missing_tensor",
+        "an instance giving one tensor fewer than its block holds",
+        layer_instances(drop_last_tensor=True),
+        mentions="tensors",
+    ),
+    Hostile(
+        "relative_class_top",
+        "a top-level node of class '.Layer': relative, with no enclosing class",
+        relative_class("tree"),
+        mentions="relative",
+    ),
+    Hostile(
+        "relative_class_block",
+        "a node of class '.ReLU' in the body of a block that has no class",
+        relative_class("block"),
+        mentions="relative",
     ),
     # Special files: only regular files are read, never blocking.
     Hostile("fifo_external", "the external weights path names a FIFO", fifo_external, needs="mkfifo"),

@@ -64,12 +64,24 @@ def weights_of(model: trama.Model) -> np.ndarray:
 
 
 def external_paths(document: Path) -> list[str]:
+    """The weights files a document names, sorted: format 1.3 (what ``dump`` writes) names its
+    weights file once, in the top-level ``weights``; an ``external`` reference anywhere (a 1.2
+    table entry, or a 1.3 tensor kept elsewhere) names one too."""
     data = json.loads(document.read_bytes())
-    return [
-        entry["value"]["external"]["path"]
-        for entry in data["parameters"].values()
-        if isinstance(entry["value"], dict) and "external" in entry["value"]
-    ]
+    named: set[str] = set()
+    if isinstance(data.get("weights"), str):
+        named.add(data["weights"])
+    stack: list[Any] = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            external = value.get("external")
+            if isinstance(external, dict) and isinstance(external.get("path"), str):
+                named.add(external["path"])
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return sorted(named)
 
 
 @pytest.mark.parametrize("stem", HOSTILE_STEMS.values(), ids=HOSTILE_STEMS.keys())

@@ -25,9 +25,10 @@ import numpy as np
 import pytest
 
 import trama
-from trama.format import _typed
+from trama.format import _typed, _typed_nested
 from trama.format._jsontext import lift_text
 from trama.format._typed import decode_typed
+from trama.format._typed_nested import decode_nested
 
 from .isolation import run_isolated
 from .models import linear_model
@@ -35,13 +36,16 @@ from .models import linear_model
 #: The string's size, and the headroom (beyond what the child uses) of each step, in MiB.
 STRING_MIB = 32
 STEPS_MIB = (16, 40, 64, 88, 224)
+#: The formats read: the nested one ``dump`` writes (read fast by ``_typed_nested``) and the flat
+#: one every trama still reads (read fast by ``_typed``).
+FORMATS = ("1.3", "1.2")
 
 
-def document_with_a_long_string(path: Path, mib: int) -> None:
+def document_with_a_long_string(path: Path, mib: int, format_version: str = "1.3") -> None:
     """A valid document whose metadata holds a string of ``mib`` MiB, written a MiB at a time."""
     model = linear_model(np.ones((2, 3), dtype=np.float32))
     model.metadata["long"] = "@"
-    before, after = trama.dumps(model).encode().split(b'"@"')
+    before, after = trama.dumps(model, format_version=format_version).encode().split(b'"@"')
     block = b"a" * (1 << 20)
     with path.open("wb") as handle:
         handle.write(before + b'"')
@@ -97,9 +101,10 @@ print(json.dumps(results))
 
 
 @pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
-def test_reading_under_memory_pressure_is_a_trama_error_never_a_signal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("format_version", FORMATS)
+def test_reading_under_memory_pressure_is_a_trama_error_never_a_signal(tmp_path: Path, format_version: str) -> None:
     path = tmp_path / "long.trama.json"
-    document_with_a_long_string(path, STRING_MIB)
+    document_with_a_long_string(path, STRING_MIB, format_version)
     code = f"import sys\nsys.argv[1:] = [{str(path)!r}, {json.dumps(STEPS_MIB)!r}]\n" + CHILD
     outcome = run_isolated(code, memory_mb=16_000, timeout_s=180)
     assert not outcome.crashed, outcome.describe()  # a SIGSEGV ends the child here
@@ -123,13 +128,25 @@ def test_reading_under_memory_pressure_is_a_trama_error_never_a_signal(tmp_path:
     assert results[-1]["load"] == f"loaded {STRING_MIB << 20}", results[-1]
 
 
+def _read_fast(format_version: str, lifted: object) -> trama.Model | None:
+    """The fast reader of ``format_version``'s model of ``lifted``, or ``None`` where it leaves
+    the text to the careful reader."""
+    if format_version == "1.2":
+        typed = decode_typed(lifted, None)  # type: ignore[arg-type]
+        return None if typed is None else typed[0]
+    return decode_nested(lifted, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("format_version", FORMATS)
 def test_the_typed_reader_asks_first_for_what_decoding_may_take(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, format_version: str
 ) -> None:
-    """Where allocations may fail, the typed reader asks for all the memory decoding may take,
-    elsewhere for its largest allocation only; refused, it leaves the text to the careful reader."""
+    """Where allocations may fail, the typed reader (of either format) asks for all the memory
+    decoding may take, elsewhere for its largest allocation only; refused, it leaves the text to
+    the careful reader."""
+    reader = _typed if format_version == "1.2" else _typed_nested
     path = tmp_path / "long.trama.json"
-    document_with_a_long_string(path, 1)
+    document_with_a_long_string(path, 1, format_version)
     lifted = lift_text(path.read_bytes(), None, decode=True)
     size = len(lifted.text)
     asked: list[int] = []
@@ -138,16 +155,16 @@ def test_the_typed_reader_asks_first_for_what_decoding_may_take(
         asked.append(nbytes)
         return False
 
-    monkeypatch.setattr(_typed, "can_reserve", refuse)
+    monkeypatch.setattr(reader, "can_reserve", refuse)
     for may_fail, expected in ((True, _typed.MEMORY_PER_BYTE * size), (False, size)):
-        monkeypatch.setattr(_typed, "allocations_may_fail", lambda may_fail=may_fail: may_fail)
-        assert decode_typed(lifted, None) is None
+        monkeypatch.setattr(reader, "allocations_may_fail", lambda may_fail=may_fail: may_fail)
+        assert _read_fast(format_version, lifted) is None
         assert asked.pop() == expected
         assert len(trama.load(path).metadata["long"]) == 1 << 20  # read the careful way
-    monkeypatch.setattr(_typed, "can_reserve", lambda nbytes: True)
-    typed = decode_typed(lifted, None)
+    monkeypatch.setattr(reader, "can_reserve", lambda nbytes: True)
+    typed = _read_fast(format_version, lifted)
     assert typed is not None
-    assert len(typed[0].metadata["long"]) == 1 << 20
+    assert len(typed.metadata["long"]) == 1 << 20
 
 
 def test_a_command_that_runs_out_of_memory_says_so_in_one_line(

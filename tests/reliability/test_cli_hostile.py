@@ -226,6 +226,11 @@ def test_the_catalogue_covers_the_issue() -> None:
         "st_offsets_beyond",
         "dev_zero",
         "directory",
+        # format 1.3's blocks and classes
+        "blocks_bomb_12",
+        "block_uses_itself",
+        "block_instance_missing_tensor",
+        "relative_class_top",
     ):
         assert required in names
     flags = {case.name for case in FLAG_CASES}

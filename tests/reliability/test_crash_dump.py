@@ -71,8 +71,8 @@ document = work / "model.trama.json"
 def write_old():
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
-    if args["old"] == "legacy":  # as earlier trama wrote external documents
-        trama.dump(model(0), document, weights="external")
+    if args["old"] == "legacy":  # as earlier trama wrote external documents: flat (1.2), model.safetensors
+        trama.dump(model(0), document, weights="external", format_version="1.2")
         current = trama.weights_path(document)
         current.rename(work / "model.safetensors")
         document.write_text(document.read_text().replace(current.name, "model.safetensors"))

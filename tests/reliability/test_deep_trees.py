@@ -34,11 +34,11 @@ import trama
 from reliability.forkrun import TESTS
 from reliability.isolation import run_isolated
 from trama import INPUT, Model, Node, Ref
-from trama.conversion._stack import stack_depth
 from trama.errors import ExportError, TramaError
 from trama.format._calls import check_expansion, expand_calls
 from trama.format._codec import encode_document
 from trama.format._names import MAX_NODE_DEPTH
+from trama.format._stack import stack_depth
 
 T = TypeVar("T")
 

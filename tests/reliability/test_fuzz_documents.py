@@ -49,10 +49,16 @@ def test_fuzzed_documents_are_accepted_or_refused(fuzz_report: Callable[..., dic
 # --- the fuzzer's parts ----------------------------------------------------------------------------
 
 
-def _seed(tmp_path: Path, model: trama.Model, examples: dict[str, Any] | None = None) -> Seed:
+#: The forms a seed is written in: flat (format 1.2), and nested as ``dump`` writes it (1.3).
+FORMATS = ("1.2", "1.3")
+
+
+def _seed(
+    tmp_path: Path, model: trama.Model, examples: dict[str, Any] | None = None, *, format_version: str = "1.3"
+) -> Seed:
     path = tmp_path / "seed" / "model.trama.json"
     path.parent.mkdir()
-    trama.dump(model, path)
+    trama.dump(model, path, format_version=format_version)
     return fuzz_documents._seed("test", path, examples)
 
 
@@ -62,8 +68,9 @@ def _int64_model() -> trama.Model:
     return trama.Model(["x"], [trama.Ref("t", "y")], [node], {"t.table": trama.Parameter(table)})
 
 
-def test_a_case_is_the_same_mutation_every_time(tmp_path: Path) -> None:
-    seed = _seed(tmp_path, _int64_model())
+@pytest.mark.parametrize("format_version", FORMATS)
+def test_a_case_is_the_same_mutation_every_time(tmp_path: Path, format_version: str) -> None:
+    seed = _seed(tmp_path, _int64_model(), format_version=format_version)
     texts = {index: mutate(seed, random.Random(f"7/{index}")) for index in range(40)}
     again = {index: mutate(seed, random.Random(f"7/{index}")) for index in range(40)}
     assert texts == again
@@ -81,13 +88,20 @@ def test_the_renderer_writes_what_json_cannot() -> None:
     assert json.loads(render({"x": [1.5, None, True, "é"]}, ascii_only=False)) == {"x": [1.5, None, True, "é"]}
 
 
-def test_silent_corruption_is_reported_as_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("format_version", FORMATS)
+def test_silent_corruption_is_reported_as_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, format_version: str
+) -> None:
     """The int64 tensor relabelled float64 under its intact checksum: refused by trama; and
     were trama to skip the check, the fuzz would say so (this is what makes its 'no other'
     worth something)."""
-    seed = _seed(tmp_path, _int64_model())
+    seed = _seed(tmp_path, _int64_model(), format_version=format_version)
     doc = json.loads(seed.text)
-    doc["parameters"]["t.table"]["value"]["dtype"] = "float64"
+    if format_version == "1.2":
+        doc["parameters"]["t.table"]["value"]["dtype"] = "float64"
+    else:  # written in its node, the checksum beside it
+        assert doc["nodes"][0]["set"]["table"]["dtype"] == "int64"
+        doc["nodes"][0]["set"]["table"]["dtype"] = "float64"
     swapped = json.dumps(doc).encode()
     verdict = classify(swapped, seed, random.Random(0))
     assert (verdict.outcome, verdict.stage) == ("refused", "tensors"), verdict
@@ -100,6 +114,26 @@ def test_silent_corruption_is_reported_as_other(tmp_path: Path, monkeypatch: pyt
     verdict = classify(swapped, seed, random.Random(0))
     assert (verdict.outcome, verdict.stage) == ("other", "tensors"), verdict
     assert "silent corruption" in verdict.detail
+
+
+def test_the_seeds_are_in_both_forms(tmp_path: Path) -> None:
+    """Every model seed is there flat (1.2) and nested (1.3), and the nested mutations reach
+    what only 1.3 has: blocks, instances, the weights file named once."""
+    seeds = fuzz_documents.build_seeds(tmp_path, with_torch=False)
+    versions = {seed.name: seed.tree.get("format_version") for seed in seeds}
+    for name in ("calls", "settings", "blocks", "external"):
+        assert (versions[name], versions[f"{name}_13"]) == ("1.2", "1.3"), versions
+    by_name = {seed.name: seed for seed in seeds}
+    assert "blocks" in by_name["blocks_13"].tree
+    assert "weights" in by_name["external_13"].tree
+    done = [
+        what
+        for name in ("blocks_13", "external_13", "calls_13")
+        for k in range(300)
+        for what in mutate(by_name[name], random.Random(f"5/{name}/{k}"))[1]
+    ]
+    for expected in ("block", "instance", "weights ->", "expansion bomb", "relative class", "reference ->"):
+        assert any(expected in what for what in done), expected
 
 
 def test_a_raw_exception_is_other_and_a_trama_error_is_refused(tmp_path: Path) -> None:

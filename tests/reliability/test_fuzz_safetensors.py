@@ -56,6 +56,16 @@ def test_seeds_cover_every_dtype(seeds: list[SidecarSeed]) -> None:
     assert any(0 in shape for _, shape, _ in bag.originals.values())  # empty
 
 
+def test_seeds_are_in_both_formats_read(seeds: list[SidecarSeed]) -> None:
+    """Each model is a seed as ``dump`` writes it (1.3) and in the flat form (1.2), with the same
+    tensors in its weights file."""
+    versions = {seed.name: json.loads(seed.document)["format_version"] for seed in seeds}
+    assert versions == {"bag": "1.3", "mlp": "1.3", "bag_1_2": "1.2", "mlp_1_2": "1.2"}
+    by_name = {seed.name: seed for seed in seeds}
+    for name in ("bag", "mlp"):
+        assert by_name[name].originals == by_name[f"{name}_1_2"].originals
+
+
 @pytest.mark.parametrize("rewrite", ["relayout", "reformat"])
 def test_harmless_rewrites_are_accepted_with_the_same_values(seeds: list[SidecarSeed], rewrite: str) -> None:
     """Laying the tensors out in another order (offsets to match), or reformatting the header,
@@ -72,10 +82,13 @@ def test_harmless_rewrites_are_accepted_with_the_same_values(seeds: list[Sidecar
             assert (verdict.outcome, verdict.detail) == ("accepted", ""), verdict
 
 
-def test_a_value_changed_behind_tramas_back_is_other(seeds: list[SidecarSeed], monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("name", ["bag", "bag_1_2"])
+def test_a_value_changed_behind_tramas_back_is_other(
+    seeds: list[SidecarSeed], monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     """A flipped bit in a tensor: refused by its checksum; were trama not to check, the fuzz
     would report silent corruption."""
-    seed = next(seed for seed in seeds if seed.name == "bag")
+    seed = next(seed for seed in seeds if seed.name == name)
     header, data = split(seed.weights)
     key = next(key for key, entry in header.items() if key != "__metadata__" and entry["shape"] == [3, 4])
     begin = header[key]["data_offsets"][0]

@@ -94,7 +94,7 @@ def exported() -> dict[str, Any]:
     document = trama.export_model(
         Net().eval(), inputs=["x"], outputs=["y"], example_inputs=(torch.from_numpy(X.copy()),)
     )
-    tree: dict[str, Any] = json.loads(trama.dumps(document))
+    tree: dict[str, Any] = json.loads(trama.dumps(document, format_version="1.2"))
     return tree
 
 

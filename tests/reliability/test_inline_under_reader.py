@@ -4,7 +4,8 @@
 decodes each long base64 ``data`` string as it reads it, so nothing that happens to the file
 after ``load`` changes the model. With ``lazy_inline=True`` it leaves each string in the file,
 recording where it is and the hash of its text, and the tensor reads it again on first use into
-an array of its own. So, for format 1.2 (entry checksums) and 1.1 (none) alike:
+an array of its own. So, for format 1.3 (what ``dump`` writes: nested, the checksum in the
+node's tensor), 1.2 (flat, entry checksums) and 1.1 (none) alike:
 
 * by default, truncating or rewriting the file after ``load`` changes nothing;
 * with ``lazy_inline``, truncating the file in place after ``load`` and before a tensor's first
@@ -24,6 +25,7 @@ that could crash runs in a child process bounded in memory and time.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,12 @@ from reliability.models import linear_model
 WEIGHT = (np.arange(512 * 600, dtype=np.float32).reshape(600, 512) / 7).astype(np.float32)  # 1.6 MB of base64
 OTHER = np.linspace(-1, 1, 512 * 600, dtype=np.float32).reshape(600, 512)
 X = np.ones((2, 512), dtype=np.float32)
+#: The formats read: 1.3 as ``dump`` writes it, 1.2 as ``dump(format_version="1.2")`` writes it,
+#: 1.1 as that with no checksums.
+VERSIONS = ["1.3", "1.2", "1.1"]
+#: Where each format holds the weight: the location a tensor's error names.
+WEIGHT_AT = {"1.3": "/nodes/0/set/weight", "1.2": "/parameters/lin.weight/value", "1.1": "/parameters/lin.weight/value"}
+_DATA = re.compile(rb'"data": ?"')
 
 
 def linear(weight: np.ndarray = WEIGHT) -> trama.Model:
@@ -44,9 +52,14 @@ def linear(weight: np.ndarray = WEIGHT) -> trama.Model:
 
 
 def write_document(path: Path, version: str, weight: np.ndarray = WEIGHT) -> Path:
-    """A large inline document of ``linear(weight)``, in format 1.2 as dumped, or as 1.1 (no
-    checksums, the only difference between the two for this model)."""
-    trama.dump(linear(weight), path)
+    """A large inline document of ``linear(weight)``: in format 1.3 as dumped, in 1.2 as dumped
+    in the flat form, or as 1.1 (that with no checksums, the only difference between the two
+    for this model)."""
+    if version == "1.3":
+        trama.dump(linear(weight), path)
+    else:
+        trama.dump(linear(weight), path, format_version="1.2")
+    assert json.loads(path.read_text())["format_version"] == ("1.3" if version == "1.3" else "1.2")
     if version == "1.1":
         doc = json.loads(path.read_text())
         doc["format_version"] = "1.1"
@@ -60,7 +73,10 @@ def write_document(path: Path, version: str, weight: np.ndarray = WEIGHT) -> Pat
 def data_span(path: Path) -> tuple[int, int]:
     """Where the weight's base64 text is in the file: (offset, length)."""
     raw = path.read_bytes()
-    start = raw.index(b'"data": "') + len(b'"data": "')
+    found = _DATA.search(raw)  # '"data":"' as 1.3 writes it (compact), '"data": "' otherwise
+    assert found is not None
+    start = found.end()
+    assert _DATA.search(raw, start) is None  # the one tensor's
     return start, raw.index(b'"', start) - start
 
 
@@ -120,18 +136,18 @@ def changed_in_child(
     return result
 
 
-@pytest.mark.parametrize("version", ["1.2", "1.1"])
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("where", ["empty", "in the data", "one byte short"])
 def test_truncation_before_first_use_is_a_clean_error(tmp_path: Path, version: str, where: str) -> None:
     path = write_document(tmp_path / "lin.trama.json", version)
     start, length = data_span(path)
     cut = {"empty": 0, "in the data": start + length // 2, "one byte short": start + length - 1}[where]
     result = changed_in_child(path, "truncate", cut)
-    assert result[:2] == ["TensorDataError", "/parameters/lin.weight/value"]
+    assert result[:2] == ["TensorDataError", WEIGHT_AT[version]]
     assert "truncated after the document was loaded" in result[2]
 
 
-@pytest.mark.parametrize("version", ["1.2", "1.1"])
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("action", ["truncate", "rewrite"])
 def test_by_default_changing_the_file_after_load_changes_nothing(tmp_path: Path, version: str, action: str) -> None:
     # The tensors were decoded while the file was read: neither a truncation nor a rewrite in
@@ -141,24 +157,25 @@ def test_by_default_changing_the_file_after_load_changes_nothing(tmp_path: Path,
     assert result == ["read", float(WEIGHT.sum())]
 
 
-def test_mmap_weights_does_not_map_an_inline_document(tmp_path: Path) -> None:
-    path = write_document(tmp_path / "lin.trama.json", "1.2")
+@pytest.mark.parametrize("version", ["1.3", "1.2"])
+def test_mmap_weights_does_not_map_an_inline_document(tmp_path: Path, version: str) -> None:
+    path = write_document(tmp_path / "lin.trama.json", version)
     result = changed_in_child(path, "truncate", 0, mmap_weights=True)
     assert result[0] == "TensorDataError"
     assert "truncated" in result[2]
 
 
-@pytest.mark.parametrize("version", ["1.2", "1.1"])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_rewriting_in_place_before_first_use_is_a_clean_error(tmp_path: Path, version: str) -> None:
     # Valid base64 of the right length ("AAA" throughout): without the hash taken at load a 1.1
     # document would silently read these other values.
     path = write_document(tmp_path / "lin.trama.json", version)
     result = changed_in_child(path, "rewrite")
-    assert result[:2] == ["TensorDataError", "/parameters/lin.weight/value"]
+    assert result[:2] == ["TensorDataError", WEIGHT_AT[version]]
     assert "changed after the document was loaded" in result[2]
 
 
-@pytest.mark.parametrize("version", ["1.2", "1.1"])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_a_same_size_rewrite_with_other_values_is_refused_in_process(tmp_path: Path, version: str) -> None:
     path = write_document(tmp_path / "lin.trama.json", version)
     model = trama.load(path, lazy_inline=True)
@@ -167,9 +184,9 @@ def test_a_same_size_rewrite_with_other_values_is_refused_in_process(tmp_path: P
     np.testing.assert_array_equal(np.asarray(eager.parameters["lin.weight"].value), WEIGHT)
     with pytest.raises(trama.TensorDataError, match="changed after the document was loaded") as caught:
         np.asarray(model.parameters["lin.weight"].value)
-    assert caught.value.location == "/parameters/lin.weight/value"
-    # The rewrite was real, and whole: a fresh load reads the new values (1.2: it is refused,
-    # its entry's checksum being that of the old ones).
+    assert caught.value.location == WEIGHT_AT[version]
+    # The rewrite was real, and whole: a fresh load reads the new values (1.2 and 1.3: it is
+    # refused, its checksum being that of the old ones).
     fresh = trama.load(path).parameters["lin.weight"].value
     if version == "1.1":
         np.testing.assert_array_equal(np.asarray(fresh), OTHER)
@@ -178,9 +195,10 @@ def test_a_same_size_rewrite_with_other_values_is_refused_in_process(tmp_path: P
             np.asarray(fresh)
 
 
+@pytest.mark.parametrize("version", ["1.3", "1.1"])
 @pytest.mark.parametrize("change", ["rewrite", "truncate"])
-def test_after_first_use_changing_the_file_changes_nothing(tmp_path: Path, change: str) -> None:
-    path = write_document(tmp_path / "lin.trama.json", "1.1")
+def test_after_first_use_changing_the_file_changes_nothing(tmp_path: Path, change: str, version: str) -> None:
+    path = write_document(tmp_path / "lin.trama.json", version)
     runnable = trama.runtime_for_name("numpy").prepare(trama.load(path, lazy_inline=True))
     before = runnable.run({"x": X})[0]
     np.testing.assert_allclose(before, X @ WEIGHT.T, rtol=1e-5)
@@ -191,9 +209,10 @@ def test_after_first_use_changing_the_file_changes_nothing(tmp_path: Path, chang
     np.testing.assert_array_equal(runnable.run({"x": X})[0], before)
 
 
-def test_a_newer_dump_does_not_disturb_a_loaded_model(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", ["1.3", "1.2"])
+def test_a_newer_dump_does_not_disturb_a_loaded_model(tmp_path: Path, version: str) -> None:
     # The dump renames a new file over the document; the loaded model keeps reading the old one.
-    path = write_document(tmp_path / "lin.trama.json", "1.2")
+    path = write_document(tmp_path / "lin.trama.json", version)
     model = trama.load(path, lazy_inline=True)
     trama.dump(linear(OTHER), path)
     np.testing.assert_array_equal(np.asarray(model.parameters["lin.weight"].value), WEIGHT)
@@ -227,10 +246,11 @@ except trama.TramaError as exc:
 """
 
 
+@pytest.mark.parametrize("version", ["1.3", "1.2"])
 @pytest.mark.parametrize("lazy", [False, True], ids=["decoded", "lazy"])
 @pytest.mark.parametrize("where", ["empty", "in the data"])
-def test_truncation_while_loading_is_a_clean_error(tmp_path: Path, where: str, lazy: bool) -> None:
-    path = write_document(tmp_path / "lin.trama.json", "1.2")
+def test_truncation_while_loading_is_a_clean_error(tmp_path: Path, where: str, lazy: bool, version: str) -> None:
+    path = write_document(tmp_path / "lin.trama.json", version)
     start, length = data_span(path)
     cut = 0 if where == "empty" else start + length // 2
     code = f"import sys\nsys.argv[1:] = {[str(path), str(cut), '1' if lazy else '0']!r}\n" + TRUNCATE_WHILE_LOADING

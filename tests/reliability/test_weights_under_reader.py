@@ -8,6 +8,8 @@ By default a tensor is read into memory of its own on first use and verified the
   truncating it before first use is a ``WeightsFileError`` too, never a SIGBUS;
 * a newer dump replacing the pair does not disturb a model loaded from the old pair.
 
+Each holds for a pair as ``dump`` writes it (format 1.3) and in the flat form of 1.2.
+
 With ``mmap_weights=True`` tensors are views of a shared mapping of the file: the rewrite shows
 through into the loaded model's values, and truncating the file kills the process with SIGBUS
 when a vanished page is touched. Those are the documented risks of that mode, checked here so
@@ -36,12 +38,16 @@ def linear(weight: np.ndarray = WEIGHT) -> trama.Model:
 
 
 X = np.ones((2, 3), dtype=np.float32)
+#: Where each format's document gives the weight (the location of its errors): 1.3, as ``dump``
+#: writes it, names the weights file once and keeps the tensor in its node; 1.2 is flat.
+WEIGHT_AT = {"1.3": "/nodes/0/set/weight", "1.2": "/parameters/lin.weight/value/external"}
 
 
-@pytest.fixture
-def pair(tmp_path: Path) -> Path:
+@pytest.fixture(params=["1.3", "1.2"])
+def pair(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
     path = tmp_path / "lin.trama.json"
-    trama.dump(linear(), path, weights="external")
+    trama.dump(linear(), path, weights="external", format_version=request.param)
+    assert json.loads(path.read_text())["format_version"] == request.param
     return path
 
 
@@ -72,7 +78,7 @@ def test_default_rewrite_in_place_before_first_use_is_refused(pair: Path) -> Non
     rewrite_in_place(trama.weights_path(pair))
     with pytest.raises(trama.WeightsFileError, match="checksum") as caught:
         np.asarray(model.parameters["lin.weight"].value)
-    assert caught.value.location == "/parameters/lin.weight/value/external"
+    assert caught.value.location == WEIGHT_AT[json.loads(pair.read_text())["format_version"]]
 
 
 TRUNCATE = """
@@ -130,11 +136,12 @@ def test_mmap_weights_rewrite_in_place_shows_through(pair: Path) -> None:
 def test_a_newer_dump_does_not_disturb_a_loaded_model(pair: Path) -> None:
     # The new dump retires the old weights file; the loaded model still reads the one it was
     # loaded from, for tensors it had not used yet too.
+    version = json.loads(pair.read_text())["format_version"]
     for mmap_weights in (False, True):
-        trama.dump(linear(), pair, weights="external")
+        trama.dump(linear(), pair, weights="external", format_version=version)
         model = trama.load(pair, mmap_weights=mmap_weights)
         old_weights = trama.weights_path(pair)
-        trama.dump(linear(WEIGHT * 2), pair, weights="external")
+        trama.dump(linear(WEIGHT * 2), pair, weights="external", format_version=version)
         assert not old_weights.exists()
         np.testing.assert_array_equal(np.asarray(model.parameters["lin.weight"].value), WEIGHT)
         np.testing.assert_array_equal(np.asarray(trama.load(pair).parameters["lin.weight"].value), WEIGHT * 2)

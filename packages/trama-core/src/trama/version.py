@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 FORMAT_MAJOR = 1
-FORMAT_MINOR = 2
+FORMAT_MINOR = 3
 #: The format version this library writes.
 FORMAT_VERSION = f"{FORMAT_MAJOR}.{FORMAT_MINOR}"
 #: Versions written by the trama 0.1.0 and 0.2.0 releases, read through an upgrade step.

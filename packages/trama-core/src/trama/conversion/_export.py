@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from trama.conversion._protocols import NodeFragment, Param
-from trama.conversion._stack import StackRoom
 from trama.errors import ExportError, TramaError
 from trama.format._model import INPUT, Model, Node, Parameter, Ref, ValueFact
 from trama.format._names import MAX_NODE_DEPTH
 from trama.format._specs import OpRegistry
+from trama.format._stack import StackRoom
 from trama.format._tensor import Tensor
 from trama.version import __version__
 

@@ -13,11 +13,14 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trama.errors import FormatVersionError, SchemaError, ValidationError, pointer_token
+from trama.errors import FormatVersionError, SchemaError, TramaError, ValidationError, pointer_token
+from trama.format._compact import encode_fact
+from trama.format._expand import expand_document
 from trama.format._jsontext import Blob
 from trama.format._legacy import upgrade_legacy
 from trama.format._model import Model, Node, Parameter, Ref, ValueFact, parent_of
 from trama.format._names import MAX_NODE_DEPTH, depth_of, is_op_name, op_name_problem, shown_name
+from trama.format._stack import in_nested_room
 from trama.format._tensor import CHECKSUM, MAX_RANK, Tensor, TensorSource, check_shape, inline_checksum
 from trama.version import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION, LEGACY_FORMAT_VERSIONS
 
@@ -54,6 +57,10 @@ _NOT_IN_CALLS = ("parameters", "output_bindings")
 _CALLS_SINCE = (1, 1)
 #: The first format version whose parameter entries may carry a ``checksum``.
 _CHECKSUM_SINCE = (1, 2)
+#: The first format version whose nodes are nested, with blocks (``trama.format._expand``).
+NESTED_SINCE = (1, 3)
+#: The last format version of the flat shape, which :func:`encode_document` writes.
+FLAT_VERSION = "1.2"
 _ENTRY_KEYS = frozenset({"value", "learnable", "checksum"})
 
 
@@ -83,6 +90,7 @@ def parse_format_version(raw: Any) -> tuple[int, int]:
     return major, minor
 
 
+@in_nested_room
 def decode_document(
     raw: Any,
     *,
@@ -96,8 +104,29 @@ def decode_document(
     """
     major, minor = parse_format_version(raw)
     source_version = f"{major}.{minor}"
+    if (major, minor) >= NESTED_SINCE:
+        raw, places = expand_document(raw, strict=minor <= FORMAT_MINOR)
+        try:
+            model = _decode_flat(raw, major, minor, source_version, resolve_external, blobs)
+        except TramaError as error:
+            raise places.locate(error) from None
+        model.source_places = places
+        places.relocate_tensors(model.parameters)
+        return model
     if major < FORMAT_MAJOR:
         raw = upgrade_legacy(raw, source_version)
+    return _decode_flat(raw, major, minor, source_version, resolve_external, blobs)
+
+
+def _decode_flat(
+    raw: Any,
+    major: int,
+    minor: int,
+    source_version: str,
+    resolve_external: ExternalResolver | None,
+    blobs: Mapping[str, Blob] | None,
+) -> Model:
+    """Decode a document of the flat shape (format 1.2, or a 1.3 one expanded)."""
     # A newer minor may carry optional fields this reader does not know; they are ignored.
     strict = minor <= FORMAT_MINOR or major < FORMAT_MAJOR
     if strict:
@@ -601,17 +630,17 @@ def encode_document(
     ``nodes``, so that no data is built for them."""
     if checksum is None:
         checksum = _inline_checksum
-    doc: dict[str, Any] = {"format_version": FORMAT_VERSION}
+    doc: dict[str, Any] = {"format_version": FLAT_VERSION}
     if model.metadata:
         doc["metadata"] = model.metadata
     if model.opsets:
         doc["opsets"] = model.opsets
     doc["inputs"] = list(model.inputs)
     if model.input_facts is not None:
-        doc["input_facts"] = [_encode_fact(f) for f in model.input_facts]
+        doc["input_facts"] = [encode_fact(f) for f in model.input_facts]
     doc["outputs"] = [_encode_ref(r) for r in model.outputs]
     if model.output_facts is not None:
-        doc["output_facts"] = [_encode_fact(f) for f in model.output_facts]
+        doc["output_facts"] = [encode_fact(f) for f in model.output_facts]
     doc["nodes"] = [encode_node(node) for node in model.nodes] if nodes is None else nodes
     doc["parameters"] = {name: _encode_entry(name, entry, tensor, checksum) for name, entry in model.parameters.items()}
     return doc
@@ -637,17 +666,6 @@ def _encode_entry(
 
 def _encode_ref(ref: Ref) -> dict[str, str]:
     return {"node": ref.node, "output": ref.output}
-
-
-def _encode_fact(fact: ValueFact | None) -> dict[str, Any] | None:
-    if fact is None:
-        return None
-    out: dict[str, Any] = {}
-    if fact.dtype is not None:
-        out["dtype"] = fact.dtype
-    if fact.shape is not None:
-        out["shape"] = list(fact.shape)
-    return out
 
 
 def encode_node(node: Node) -> dict[str, Any]:

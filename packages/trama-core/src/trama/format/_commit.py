@@ -410,9 +410,12 @@ def _names(document: Path, weights: str) -> bool:
     from trama.format._jsontext import parse_json
 
     try:
-        parameters = parse_json(read_regular(document)).data.get("parameters")
+        data = parse_json(read_regular(document)).data
+        parameters = data.get("parameters")
     except Exception:  # a broken or hostile previous file: keep what it might have named
         return False
+    if data.get("weights") in (weights, f"./{weights}"):  # format 1.3 names its file once
+        return True
     if type(parameters) is not dict:
         return False
     for entry in parameters.values():

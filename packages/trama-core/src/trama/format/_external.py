@@ -34,6 +34,7 @@ import json
 import math
 import mmap
 import os
+import reprlib
 import struct
 import weakref
 from collections.abc import Callable
@@ -257,7 +258,13 @@ class SafetensorsFile:
         entry = self._header.get(key) if key != METADATA_KEY else None
         if type(entry) is not dict:
             raise WeightsFileError(f"weights file {self.path.name!r} has no tensor {key!r}", location=location)
-        if _DTYPES_BY_CODE.get(str(entry.get("dtype"))) != dtype or entry.get("shape") != list(shape):
+        code, found = entry.get("dtype"), entry.get("shape")
+        same_shape = (
+            type(found) is list
+            and len(found) == len(shape)
+            and all(type(d) is int and d == e for d, e in zip(found, shape, strict=True))
+        )
+        if (_DTYPES_BY_CODE.get(code) if type(code) is str else None) != dtype or not same_shape:
             raise WeightsFileError(
                 f"tensor {key!r} in {self.path.name!r} is {_brief(entry.get('dtype'))}{_brief(entry.get('shape'))}, "
                 f"but the document says {dtype}{list(shape)}",
@@ -319,9 +326,20 @@ class SafetensorsFile:
 
 
 def _brief(value: Any) -> str:
-    """A value read from a weights file's header, for a message: short, and printable."""
-    text = ascii(value) if not isinstance(value, str) else ascii(value)[1:-1]
+    """A value read from a weights file's header, for a message: short, and printable (a list
+    nested deeper than a few levels is shown as ``[...]``, never walked: a header may nest as
+    deep as its parser allowed)."""
+    text = ascii(value)[1:-1] if isinstance(value, str) else ascii(_BRIEF.repr(value))[1:-1]
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _brief_repr() -> reprlib.Repr:
+    brief = reprlib.Repr()  # (keyword arguments only from Python 3.12)
+    brief.maxlevel, brief.maxlist, brief.maxdict, brief.maxstring, brief.maxother = 3, 8, 4, 40, 40
+    return brief
+
+
+_BRIEF = _brief_repr()
 
 
 class ExternalSource:

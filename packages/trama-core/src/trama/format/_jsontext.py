@@ -48,6 +48,7 @@ import xxhash
 from trama.errors import JSONError, TensorDataError, TramaError
 from trama.format._files import read_at, read_into
 from trama.format._progress import Progress
+from trama.format._stack import nested_room
 
 __all__ = [
     "BASE64_PATTERN",
@@ -365,6 +366,11 @@ def parse_json(data: bytes | str | mmap.mmap | DocumentFile | LiftedText) -> Par
 
     ``data`` is the text (see :func:`lift_text`), or what :func:`lift_text` made of it.
     """
+    with nested_room():  # a nested (1.3) document of the deepest tree allowed is ~1,030 levels of JSON
+        return _parse_json(data)
+
+
+def _parse_json(data: bytes | str | mmap.mmap | DocumentFile | LiftedText) -> ParsedText:
     lifted = data if isinstance(data, LiftedText) else lift_text(data)
     try:
         with gc_paused():
@@ -680,7 +686,7 @@ class _FileScan:
         found = _DTYPE_AND_SHAPE.search(self.window, max(0, key - 640), key)
         if found is None:
             return None
-        dtype = found[1].decode("ascii")
+        dtype = "float32" if found[1] is None else found[1].decode("ascii")
         shape = tuple(int(dim) for dim in found[2].split(b",") if dim.strip())
         return dtype, shape, self.hashers(dtype, shape)
 
@@ -726,10 +732,11 @@ class _FileScan:
             self.progress = progress
 
 
-#: The text trama writes before a tensor's ``"data"``: its dtype and shape (the rest of the
-#: tensor object is parsed as JSON later; this only guesses, to hash the bytes as they come).
+#: The text trama writes before a tensor's ``"data"``: its dtype and shape, the dtype left out
+#: for float32 in format 1.3 (the rest of the tensor object is parsed as JSON later; this only
+#: guesses, to hash the bytes as they come, and a wrong guess is only a second hash on first use).
 _DTYPE_AND_SHAPE = re.compile(
-    rb'"dtype"[ \t\r\n]*:[ \t\r\n]*"([a-z0-9_]{1,24})"[ \t\r\n]*,[ \t\r\n]*'
+    rb'(?:"dtype"[ \t\r\n]*:[ \t\r\n]*"([a-z0-9_]{1,24})"[ \t\r\n]*,[ \t\r\n]*)?'
     rb'"shape"[ \t\r\n]*:[ \t\r\n]*\[((?:[ \t\r\n]*[0-9]{1,19}[ \t\r\n]*,){0,63}[ \t\r\n]*(?:[0-9]{1,19})?[ \t\r\n]*)\]'
     rb"[ \t\r\n]*,[ \t\r\n]*\Z"
 )

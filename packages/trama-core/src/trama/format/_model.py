@@ -185,6 +185,9 @@ class Model:
     output_facts: list[ValueFact | None] | None = None
     #: The ``format_version`` of the file this model was read from (``None`` if built in memory).
     source_format_version: str | None = None
+    #: Where each node and entry was written in the nested (1.3) text this model was read from,
+    #: to locate problems found later (:class:`trama.format._expand.Places`); ``None`` otherwise.
+    source_places: Any = field(default=None, compare=False, repr=False)
 
     def node(self, node_id: str) -> Node:
         """The node with this id (raises ``KeyError`` if there is none)."""

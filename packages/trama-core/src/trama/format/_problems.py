@@ -1,7 +1,7 @@
 """Every problem in a document, as ``trama validate`` reports them: a library function, so that
 an editor, a CI check or a web service can show the same list the command line does.
 
-**Proof first, explanation on failure.** A document of the current format is read first as
+**Proof first, explanation on failure.** A flat document (format 1.0 to 1.2) is read first as
 :func:`trama.load` reads it: the typed reader (:mod:`trama.format._typed`) checks every member's
 JSON type and proves the structural rules while it builds the model, and :func:`proven_valid`
 checks the one thing the JSON Schema asks beyond what that reading refuses. A document proven so,
@@ -9,12 +9,15 @@ whose tensors all decode, is valid: validating it costs what loading it costs, i
 memory, and the JSON Schema pass never runs (nor is jsonschema imported). The schema stays the
 contract: a document the proof does not accept is judged by the stages below, the schema among
 them, and what it is refused for, and in which words, is theirs. ``tests/test_validate_proof.py``
-holds both ways to the same report over the fixtures, the fuzz seeds and their mutations.
+holds both ways to the same report over the fixtures, the fuzz seeds and their mutations. A
+nested document (1.3) is judged by the stages alone.
 
 The stages run in order, and a stage that cannot proceed ends the list: JSON parsing, the format
-version, the JSON Schema (current format only), decoding. Past decoding nothing blocks, so
-structural errors and every corrupt tensor are reported together. Each problem carries its
-location (a JSON Pointer, or the line and column of a syntax error) and node when known.
+version, the JSON Schema (1.x up to the current minor: the nested schema for 1.3, the flat one
+for 1.0 to 1.2), decoding. Past decoding nothing blocks, so structural errors and every corrupt
+tensor are reported together. Each problem carries its location (a JSON Pointer into the text
+as written, into nested nodes and blocks too, or the line and column of a syntax error) and node
+when known.
 
 JSON Schema errors are ranked before they are reported: for an ``anyOf`` failure, the branch
 the document evidently meant speaks (a tensor with a bad dtype reads "not one of the dtypes",
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trama.errors import TramaError
-from trama.format._codec import decode_document, parse_format_version
+from trama.format._codec import FLAT_VERSION, decode_document, parse_format_version
 from trama.format._external import make_resolver
 from trama.format._jsontext import (
     BASE64_PATTERN,
@@ -49,11 +52,13 @@ from trama.format._jsontext import (
 from trama.format._model import Model
 from trama.format._names import DOTTED_ID, MAX_ENTRY_SEGMENTS, MAX_NODE_DEPTH, depth_of, shown_name
 from trama.format._progress import progress_line
-from trama.format._schema import ENTRY_NAME_PATTERN, NODE_ID_PATTERN, json_schema
+from trama.format._schema import ENTRY_NAME_PATTERN, NODE_ID_PATTERN, json_schema, nested_version
+from trama.format._stack import in_nested_room
 from trama.format._tensor import Tensor
 from trama.format._typed import decode_typed
+from trama.format._typed_nested import decode_nested
 from trama.format._validation import collect_errors
-from trama.version import FORMAT_MAJOR, FORMAT_MINOR
+from trama.version import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
 
 if TYPE_CHECKING:
     import jsonschema
@@ -81,6 +86,7 @@ class Problem:
         return f"{where}: {self.message}" if where else self.message
 
 
+@in_nested_room
 def document_problems(
     data: bytes | mmap.mmap | DocumentFile,
     folder: Path,
@@ -95,13 +101,14 @@ def document_problems(
     read a block at a time. Every tensor is decoded and verified, one at a time, none kept: the
     memory is that of the structure and the largest tensor, whatever the weights add up to.
 
-    A document of the current format is first read as :func:`trama.load` reads it, by the typed
-    reader (:mod:`trama.format._typed`), which proves its structure while it builds the model;
+    A document is first read as :func:`trama.load` reads it: a flat one (1.0 to 1.2) by the
+    typed reader (:mod:`trama.format._typed`), a nested one (1.3) without blocks by its own
+    (:mod:`trama.format._typed_nested`), each proving the structure while it builds the model;
     :func:`proven_valid` adds what the JSON Schema asks beyond that. A document proven so is
     valid, and costs what loading it costs. Anything else (a problem found, a document the
-    typed reader leaves to the careful one, another format version) is explained by the stages
-    as they always ran (:func:`_explained_problems`), the JSON Schema's included: what a
-    document is refused for, and in which words, is theirs.
+    fast readers leave to the careful one, another format version, a document with blocks) is
+    explained by the stages as they always ran (:func:`_explained_problems`), the JSON
+    Schema's included: what a document is refused for, and in which words, is theirs.
 
     ``then`` is asked about the model of a document found valid, and its problems are the
     document's: ``trama validate`` checks there what import would refuse
@@ -114,17 +121,24 @@ def document_problems(
     resolver = make_resolver(folder)
     with gc_paused():
         typed = decode_typed(lifted, resolver)
+        if typed is None:  # a nested document: its fast reader proves what it accepts
+            nested = decode_nested(lifted, resolver)
+            typed = None if nested is None else (nested, True)
+    if typed is not None and nested_version(typed[0].source_format_version) and typed[0].source_places is None:
+        # The flat shape under a nested version: the careful reader (and the nested schema)
+        # refuses it, and says why.
+        typed = None
     if typed is not None:
         model, sound = typed
         del typed
         if not schema:  # the careful reader would build the same model: its errors are these
-            errors = [] if sound else collect_errors(model)
+            errors = [] if sound else _model_errors(model)
             found = [Problem.of(error) for error in errors] + _tensor_problems(model)
-            return found or (then(model) if then is not None else [])
+            return found or (_relocated(then(model), model) if then is not None else [])
         if sound and proven_valid(model):
             tensor_problems = _tensor_problems(model)
             if not tensor_problems:
-                return then(model) if then is not None else []
+                return _relocated(then(model), model) if then is not None else []
             # The structure is sound: the schema, which checks a tensor's text too, speaks first.
             del model
             violations = schema_violations(parse_json(lifted))
@@ -175,16 +189,17 @@ def _explained_problems(
     then: Callable[[Model], list[Problem]] | None = None,
 ) -> list[Problem]:
     """Every problem, found by the stages in order: JSON parsing, the format version, the JSON
-    Schema (current format only), decoding, the structural rules, the tensors. This is what
-    :func:`document_problems` reports for a document it cannot prove valid; on its own, it is
-    the reference the proof is tested against."""
+    Schema (format 1.x up to the current minor), decoding, the structural rules, the tensors.
+    This is what :func:`document_problems` reports for a document it cannot prove valid; on
+    its own, it is the reference the proof is tested against."""
     try:
         parsed = parse_json(data if isinstance(data, LiftedText) else _lifted(data))
         major, minor = parse_format_version(parsed.data)
     except TramaError as exc:
         return [Problem.of(exc)]
-    # A newer minor may add fields this reader ignores but this schema would refuse, and older
-    # majors have their own shape (upgraded on decoding), so the schema speaks for exact 1.x only.
+    # A newer minor may add fields this reader ignores but the schema would refuse, and older
+    # majors have their own shape (upgraded on decoding), so the schema speaks for 1.0 to the
+    # current minor only (the flat schema for 1.0 to 1.2, the nested one for 1.3).
     if schema and major == FORMAT_MAJOR and minor <= FORMAT_MINOR:
         violations = schema_violations(parsed)
         if violations:
@@ -195,32 +210,48 @@ def _explained_problems(
     except TramaError as exc:
         return [Problem.of(exc)]
     del parsed
-    found = [Problem.of(error) for error in collect_errors(model)] + _tensor_problems(model)
-    return found or (then(model) if then is not None else [])
+    found = [Problem.of(error) for error in _model_errors(model)] + _tensor_problems(model)
+    return found or (_relocated(then(model), model) if then is not None else [])
 
 
 def schema_violations(parsed: ParsedText) -> list[Problem]:
     """Every JSON Schema violation in a parsed document, with its JSON Pointer location, in
     document order (the validator's own order depends on set iteration, so it varies by run).
 
-    The document is checked a part at a time: the top level without the contents of ``nodes``
-    and ``parameters``, then each node against the node schema and each entry against the entry
-    schema, each part's errors turned into problems before the next part is checked. For every
-    failure jsonschema builds a tree of errors (an ``anyOf`` keeps each branch's errors, each
-    message quoting its value); kept for a whole document, those trees made a 1.6 MB file need
-    1.3 GB. Part by part, the memory is that of the largest part plus the problems. Nested lists
-    are walked without recursion, and an ``anyOf`` whose branches differ by type descends into
+    The schema is that of the document's format: the nested one (:func:`json_schema`) for a
+    document of format 1.3 (or a later minor, whose version it refuses), the flat one
+    (``json_schema("1.2")``) for any other: 1.0 to 1.2, and a version it refuses.
+
+    The document is checked a part at a time: the top level without the contents of its nodes,
+    blocks and parameters, then each node against the node schema (a nested node without its
+    children, each child being a part of its own), each block against the block schema and each
+    entry against the entry schema, each part's errors turned into problems before the next part
+    is checked. For every failure jsonschema builds a tree of errors (an ``anyOf`` keeps each
+    branch's errors, each message quoting its value); kept for a whole document, those trees
+    made a 1.6 MB file need 1.3 GB. Part by part, the memory is that of the largest part plus
+    the problems, and a tree nested hundreds deep is walked without recursion. Nested lists are
+    walked without recursion too, and an ``anyOf`` whose branches differ by type descends into
     the one branch that fits, so nothing builds an error for a branch that could never apply.
+    What is reported, and where, is what one jsonschema run over the whole document reports
+    (ranked by :func:`_specific_errors`).
     """
     data = parsed.data
-    schema = json_schema()
+    nested = type(data) is dict and nested_version(data.get("format_version"))
+    schema = json_schema(FORMAT_VERSION if nested else FLAT_VERSION)
     defs = schema["$defs"]
+    if nested:  # a node's children are parts of their own (below), not checked with it
+        defs.update({name: {"type": "array"} for name in _NESTED_NODE_LISTS})
     validator_class = _schema_validator(parsed.blobs, defs)
+    validators: dict[str, Any] = {}
     position = _document_order(data)
     found: list[tuple[list[int], Problem]] = []
     seen: set[Problem] = set()  # two keywords may say the same thing at one place
 
-    def check(validator: Any, instance: Any, prefix: list[Any]) -> None:
+    def check(definition: str | None, instance: Any, prefix: list[Any]) -> None:
+        validator = validators.get(definition or "")
+        if validator is None:
+            part = top if definition is None else {"$defs": defs, "$ref": f"#/$defs/{definition}"}
+            validator = validators[definition or ""] = validator_class(part)
         for error in validator.iter_errors(instance):
             for leaf in _specific_errors(error):
                 if _said_by_min_length(leaf):
@@ -231,31 +262,55 @@ def schema_violations(parsed: ParsedText) -> list[Problem]:
                     seen.add(problem)
                     found.append((position(path), problem))
 
-    properties = schema["properties"]
-    top = {
-        **schema,
-        "properties": {
-            **properties,
-            "nodes": {key: value for key, value in properties["nodes"].items() if key != "items"},
-            "parameters": {
-                key: value for key, value in properties["parameters"].items() if key != "additionalProperties"
-            },
-        },
-    }
-    check(validator_class(top), data, [])
-    if type(data) is dict:
-        nodes = data.get("nodes")
-        if type(nodes) is list:
-            node_validator = validator_class({"$defs": defs, "$ref": "#/$defs/node"})
-            for i, node in enumerate(nodes):
-                check(node_validator, node, ["nodes", i])
-        table = data.get("parameters")
-        if type(table) is dict:
-            entry_validator = validator_class({"$defs": defs, "$ref": "#/$defs/entry"})
-            for name, entry in table.items():
-                check(entry_validator, entry, ["parameters", name])
+    # The top level, without what the parts below check: the flat nodes, the nested blocks,
+    # the entries (the nested nodes' lists are shallow already).
+    parts = _NESTED_PARTS if nested else _FLAT_PARTS
+    properties = dict(schema["properties"])
+    for member, (keyword, _) in parts.items():
+        if keyword is not None:
+            properties[member] = {key: value for key, value in properties[member].items() if key != keyword}
+    top = {**schema, "properties": properties}
+    check(None, data, [])
+    trees: list[tuple[Any, list[Any], str]] = []  # nested nodes to check, then their children
+    for member, (_, definition) in parts.items() if type(data) is dict else ():
+        value = data.get(member)
+        if member == "nodes":  # an array of nodes (the schema checks nothing in another type)
+            items: Any = enumerate(value) if type(value) is list else ()
+        else:  # an object of blocks, or of entries
+            items = value.items() if type(value) is dict else ()
+        for key, item in items:
+            if nested and member == "nodes":
+                trees.append((item, [member, key], "node"))
+                continue
+            check(definition, item, [member, key])
+            if member == "blocks" and type(item) is dict and type(item.get("nodes")) is list:
+                trees.extend((node, [member, key, "nodes", k], "node_in_block") for k, node in enumerate(item["nodes"]))
+    while trees:
+        node, path, definition = trees.pop()
+        check(definition, node, path)
+        # The composite's schema, whose children are nodes of the same place, applies to a node
+        # with a list of nodes, unless it is a block instance (which has no children to check).
+        if type(node) is dict and "use" not in node and type(node.get("nodes")) is list:
+            trees.extend((child, [*path, "nodes", k], definition) for k, child in enumerate(node["nodes"]))
     found.sort(key=lambda item: item[0])
     return [problem for _, problem in found]
+
+
+#: The members of a flat document checked a part at a time: the keyword of the top-level schema
+#: that would check their contents, and the definition each item is checked against.
+_FLAT_PARTS: dict[str, tuple[str | None, str]] = {
+    "nodes": ("items", "node"),
+    "parameters": ("additionalProperties", "entry"),
+}
+#: The same for a nested document, whose lists of nodes are shallow in every check (a node's
+#: children, and a block's, are checked after it, each against the definition of its place).
+_NESTED_PARTS: dict[str, tuple[str | None, str]] = {
+    "blocks": ("additionalProperties", "block"),
+    "nodes": (None, "node"),
+    "parameters": ("additionalProperties", "table_value"),
+}
+#: The nested schema's lists of nodes: at the top (and in composites there), in a block body.
+_NESTED_NODE_LISTS = ("nodes", "nodes_in_block")
 
 
 def _said_by_min_length(error: jsonschema.ValidationError) -> bool:
@@ -464,6 +519,28 @@ def _pointer(path: Any) -> str:
     """A JSON Pointer (RFC 6901); the document root reads ``/`` as elsewhere in trama."""
     tokens = [str(token).replace("~", "~0").replace("/", "~1") for token in path]
     return "/" + "/".join(tokens)
+
+
+def _model_errors(model: Model) -> list[TramaError]:
+    """The model's structural errors, located in the text it was read from (a nested document's
+    in its nested text, :attr:`~trama.format.Model.source_places`)."""
+    errors = collect_errors(model)
+    if model.source_places is not None:
+        for error in errors:
+            model.source_places.locate(error)
+    return errors
+
+
+def _relocated(problems: list[Problem], model: Model) -> list[Problem]:
+    """Problems found on the model (``then``'s), located as :func:`_model_errors` locates."""
+    places = model.source_places
+    if places is None:
+        return problems
+    located = []
+    for problem in problems:
+        error = TramaError(problem.message, location=problem.location, node_id=problem.node)
+        located.append(Problem.of(places.locate(error)))
+    return located
 
 
 def _tensor_problems(model: Model) -> list[Problem]:

@@ -24,7 +24,8 @@ import numpy as np
 
 from trama.errors import TramaError, WeightsFileError, WriteError
 from trama.format import _commit
-from trama.format._codec import decode_document
+from trama.format._codec import FLAT_VERSION, _inline_checksum, decode_document
+from trama.format._compact import model_pieces_13, short_checksum
 from trama.format._dtypes import numpy_dtype
 from trama.format._external import (
     MissingWeightsFileError,
@@ -39,6 +40,7 @@ from trama.format._memory import raising_out_of_memory
 from trama.format._model import Model
 from trama.format._progress import Progress, progress_line
 from trama.format._specs import OpRegistry
+from trama.format._stack import in_nested_room
 from trama.format._tensor import (
     Tensor,
     base64_length,
@@ -48,9 +50,11 @@ from trama.format._tensor import (
     inline_checksum,
 )
 from trama.format._typed import decode_typed
+from trama.format._typed_nested import decode_nested
 from trama.format._validation import StructureProof
 from trama.format._validation import validate as validate_model
-from trama.format._writer import model_pieces, model_text
+from trama.format._writer import model_pieces
+from trama.version import FORMAT_VERSION
 
 __all__ = ["atomic_file", "dump", "dumps", "load", "loads", "weights_path"]
 
@@ -81,6 +85,7 @@ def loads(
 
 
 @raising_out_of_memory("read the document")
+@in_nested_room
 def _decode(
     text: str | bytes | mmap.mmap | DocumentFile,
     *,
@@ -98,17 +103,26 @@ def _decode(
     with gc_paused():
         lifted = lift_text(text, progress, decode=not lazy_inline, hashers=checksum_hasher)
         typed = decode_typed(lifted, resolver)
-        if typed is None:  # not the current format, or something the careful path must judge
+        if typed is None:
+            nested = decode_nested(lifted, resolver)
+            typed = None if nested is None else (nested, True)
+        if typed is None:  # not a format the fast readers know, or something the careful path must judge
             parsed = parse_json(lifted)
             model = decode_document(parsed.data, resolve_external=resolver, blobs=parsed.blobs)
             sound = False
         else:
             model, sound = typed
         if validate:
-            if not sound:
-                validate_model(model, registry)
-            elif registry is not None:
-                validate_model(model, registry, structure_checked=True)
+            try:
+                if not sound:
+                    validate_model(model, registry)
+                elif registry is not None:
+                    validate_model(model, registry, structure_checked=True)
+            except TramaError as error:
+                if model.source_places is not None:  # located in the nested text it was read from
+                    for each in error.all_errors:
+                        model.source_places.locate(each)
+                raise
     return model
 
 
@@ -229,11 +243,19 @@ def _read_errors(file: Path) -> Iterator[None]:
         raise TramaError(f"cannot read {str(file)!a}: {exc}") from None
 
 
-def dumps(model: Model) -> str:
-    """The document as text, tensors inline as base64."""
+#: The format versions a writer can write: the current (nested) one, and the last flat one.
+WRITABLE_VERSIONS = (FORMAT_VERSION, FLAT_VERSION)
+
+
+def dumps(model: Model, *, format_version: str = FORMAT_VERSION) -> str:
+    """The document as text, tensors inline as base64; ``format_version="1.2"`` writes the
+    flat form of format 1.2 (one object per node, every value in the table), for a reader
+    that predates 1.3."""
+    flat = _flat(format_version)
     with gc_paused(), _proving(model) as proof:  # as in dump
         text = "".join(
-            piece if isinstance(piece, str) else piece.decode("ascii") for piece in _inline_pieces(model, proof)
+            piece if isinstance(piece, str) else piece.decode("ascii")
+            for piece in _inline_pieces(model, proof, flat=flat)
         )
         proof.finish()
     return text
@@ -268,6 +290,33 @@ def _proving(model: Model) -> Iterator[StructureProof]:
     raise failure
 
 
+def _flat(format_version: str) -> bool:
+    if format_version not in WRITABLE_VERSIONS:
+        raise ValueError(f"format_version must be one of {list(WRITABLE_VERSIONS)}, got {format_version!r}")
+    return format_version == FLAT_VERSION
+
+
+def _pieces(
+    model: Model,
+    tensor: Callable[[str, Tensor], dict[str, Any]],
+    checksum: Callable[[str, Tensor], str] | None = None,
+    *,
+    width: Callable[[str], int] = len,
+    proof: StructureProof | None = None,
+    weights: str | None = None,
+    flat: bool = False,
+) -> Iterator[str]:
+    """The text of a model, in pieces: the nested form (1.3) or the flat one (1.2,
+    :mod:`trama.format._writer`, which proves the model with ``proof`` as it writes it). The
+    nested writer reads the whole model before its first piece, so ``proof`` decides first."""
+    if flat:
+        yield from model_pieces(model, tensor, checksum, width=width, proof=proof)
+        return
+    if proof is not None:
+        proof.settle()
+    yield from model_pieces_13(model, tensor, checksum or _inline_checksum, weights=weights)
+
+
 def _inline_tensor(name: str, tensor: Tensor) -> dict[str, Any]:
     return {"dtype": tensor.dtype, "shape": list(tensor.shape), "data": encode_base64(tensor.numpy()).decode("ascii")}
 
@@ -284,6 +333,8 @@ def weights_path(path: PathLike) -> Path:
         data = parse_json(read_regular(file)).data
     parameters = data.get("parameters") if type(data) is dict else None
     named: list[str] = []
+    if type(data) is dict and type(data.get("weights")) is str:  # format 1.3 names it once
+        named.append(str(check_reference({"path": data["weights"], "key": "", "checksum": ""}, "/weights")))
     for name, entry in parameters.items() if type(parameters) is dict else ():
         value = entry.get("value") if type(entry) is dict else None
         if type(value) is dict and "external" in value:
@@ -302,6 +353,7 @@ def dump(
     *,
     weights: Literal["inline", "external"] = "inline",
     progress: bool | None = None,
+    format_version: str = FORMAT_VERSION,
 ) -> None:
     """Write a document to ``path``, atomically.
 
@@ -323,6 +375,7 @@ def dump(
     # no cycles: the collector, triggered by their count, would rescan the whole model again and
     # again. The model is proven valid as its text is made (_proving): nothing is committed, and
     # no text returned, before it is.
+    flat = _flat(format_version)
     with gc_paused(), _proving(model) as proof:
         if weights not in ("inline", "external"):
             raise ValueError(f"weights must be 'inline' or 'external', got {weights!r}")
@@ -336,19 +389,21 @@ def dump(
             _commit.check_target(file)
             if weights == "inline":
                 with _temporary(file.parent, file.name) as temp:
-                    _write_inline(model, _counted(temp.write, line), proof)
+                    _write_inline(model, _counted(temp.write, line), proof, flat=flat)
                     proof.finish()
                     temp.sync()
                     _commit.commit_document(file, temp)
             else:
-                _dump_external(model, file, line, proof)
+                _dump_external(model, file, line, proof, flat=flat)
 
 
-def _write_inline(model: Model, write: Callable[[bytes], object], proof: StructureProof | None = None) -> None:
+def _write_inline(
+    model: Model, write: Callable[[bytes], object], proof: StructureProof | None = None, *, flat: bool = False
+) -> None:
     """Write the text with each tensor's base64 streamed in place of a placeholder, so the
     whole encoded document never sits in memory at once (proving the model with ``proof``,
     as :func:`_inline_pieces`)."""
-    for piece in _inline_pieces(model, proof):
+    for piece in _inline_pieces(model, proof, flat=flat):
         write(_utf8(piece) if isinstance(piece, str) else piece)
 
 
@@ -362,7 +417,7 @@ _ENCODE_CHUNK = 3 << 16
 _CHECKSUM_LENGTH = 24
 
 
-def _inline_pieces(model: Model, proof: StructureProof | None = None) -> Iterator[str | bytes]:
+def _inline_pieces(model: Model, proof: StructureProof | None = None, *, flat: bool = False) -> Iterator[str | bytes]:
     """The inline document's text, in order: the structure as ``str``, each tensor's base64 as
     ``bytes`` a chunk at a time.
 
@@ -402,7 +457,7 @@ def _inline_pieces(model: Model, proof: StructureProof | None = None) -> Iterato
 
     sums: dict[int, str] = {}
     # The structure comes in pieces (model_pieces), none of which splits a placeholder.
-    for text in model_pieces(model, placeholder, checksum, width=width, proof=proof):
+    for text in _pieces(model, placeholder, checksum, width=width, proof=proof, flat=flat):
         if marker not in text:
             yield text
             continue
@@ -412,14 +467,15 @@ def _inline_pieces(model: Model, proof: StructureProof | None = None) -> Iterato
             index = int(parts[k + 1])
             tensor = tensors[index]
             if parts[k]:  # the entry's checksum, computed when its data was written just before
-                yield sums.pop(index) if index in sums else inline_checksum(tensor)
+                written = sums.pop(index) if index in sums else inline_checksum(tensor)
+                yield written if flat else short_checksum(written)
             else:
-                flat = np.ascontiguousarray(tensor.read(), dtype=numpy_dtype(tensor.dtype)).reshape(-1).view(np.uint8)
+                values = np.ascontiguousarray(tensor.read(), dtype=numpy_dtype(tensor.dtype)).reshape(-1).view(np.uint8)
                 hasher = checksum_hasher(tensor.dtype, tensor.shape)  # fed each piece as it is encoded
-                for begin in range(0, len(flat), _ENCODE_CHUNK):
-                    yield encode_base64(flat[begin : begin + _ENCODE_CHUNK], hasher=hasher)
+                for begin in range(0, len(values), _ENCODE_CHUNK):
+                    yield encode_base64(values[begin : begin + _ENCODE_CHUNK], hasher=hasher)
                 sums[index] = checksum_of(hasher)
-                del flat
+                del values
             yield parts[k + 2]
 
 
@@ -441,7 +497,7 @@ def _counted(write: Callable[[Any], object], progress: Progress) -> Callable[[An
     return counted
 
 
-def _dump_external(model: Model, file: Path, progress: Progress, proof: StructureProof) -> None:
+def _dump_external(model: Model, file: Path, progress: Progress, proof: StructureProof, *, flat: bool = False) -> None:
     """Weights first, to a file named after its content; then the document, whose rename
     commits both (see :mod:`trama.format._commit`).
 
@@ -453,7 +509,7 @@ def _dump_external(model: Model, file: Path, progress: Progress, proof: Structur
     stem = _commit.weights_stem(file.name)
     if not tensors:  # nothing to put beside it: the document alone
         with _temporary(folder, file.name) as temp:
-            temp.write(_utf8(model_text(model, _inline_tensor, proof=proof)))
+            temp.write(_utf8("".join(_pieces(model, _inline_tensor, proof=proof, flat=flat))))
             proof.finish()
             temp.sync()
             _commit.commit_document(file, temp)
@@ -468,7 +524,7 @@ def _dump_external(model: Model, file: Path, progress: Progress, proof: Structur
         def reference(key: str, tensor: Tensor) -> dict[str, Any]:
             return external_reference(name, key, tensor, written.checksums)
 
-        text = model_text(model, reference)
+        text = "".join(_pieces(model, reference, weights=name, flat=flat))
         with _temporary(folder, file.name) as temp:
             temp.write(_utf8(text))
             temp.sync()

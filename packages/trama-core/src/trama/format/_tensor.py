@@ -154,7 +154,7 @@ class Base64Source:
     be the text that was there when the document was loaded (see
     :mod:`trama.format._jsontext`)."""
 
-    __slots__ = ("checksum", "data", "entry", "location")
+    __slots__ = ("checksum", "checksum_location", "data", "entry", "location")
 
     def __init__(
         self,
@@ -169,6 +169,9 @@ class Base64Source:
         self.checksum = checksum
         #: The name of the parameter entry that holds the tensor, for the checksum's message.
         self.entry = entry
+        #: Where the checksum is written, where that is not the entry's ``checksum`` member of
+        #: the flat form (a 1.3 tensor object's own ``checksum``).
+        self.checksum_location: str | None = None
 
     def load(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         if isinstance(self.data, TextRun):
@@ -246,6 +249,8 @@ class Base64Source:
 
     def _where(self) -> str | None:
         """Where a checksum problem is reported: the entry's ``checksum`` member."""
+        if self.checksum_location is not None:
+            return self.checksum_location
         return self.location if self.entry is None else f"/parameters/{pointer_token(self.entry)}/checksum"
 
     def _hasher(self, dtype: np.dtype, shape: tuple[int, ...]) -> Any:

@@ -43,13 +43,13 @@ import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
 from trama.errors import TramaError
-from trama.format._codec import ExternalResolver, _Decoder
+from trama.format._codec import NESTED_SINCE, ExternalResolver, _Decoder
 from trama.format._jsontext import LiftedText
 from trama.format._memory import allocations_may_fail, can_reserve
 from trama.format._model import INPUT, Model, Node, Ref
 from trama.format._names import NAME, is_op_name
 from trama.format._validation import Declared, all_dotted, binding_errors, call_errors, table_errors
-from trama.version import FORMAT_MAJOR, FORMAT_MINOR
+from trama.version import FORMAT_MAJOR
 
 __all__ = ["decode_typed"]
 
@@ -127,8 +127,8 @@ def decode_typed(lifted: LiftedText, resolver: ExternalResolver | None) -> tuple
     except (msgspec.MsgspecError, RecursionError, ValueError):
         return None
     version = _VERSION.match(document.format_version)
-    if version is None or int(version[1]) != FORMAT_MAJOR or int(version[2]) > FORMAT_MINOR:
-        return None  # older formats are upgraded first, newer minors may carry unknown members
+    if version is None or int(version[1]) != FORMAT_MAJOR or (int(version[1]), int(version[2])) >= NESTED_SINCE:
+        return None  # older formats are upgraded first, 1.3 and later are nested (trama.format._typed_nested)
     minor = int(version[2])
     decoder = _Decoder(
         resolver,

@@ -42,6 +42,8 @@ import numpy as np
 from trama.errors import JSONError, TramaError
 from trama.execution._runtime import Runtime, availability
 from trama.extension._plugins import PluginSelection
+from trama.format._codec import FLAT_VERSION
+from trama.format._external import ExternalSource, UnresolvedExternal
 from trama.format._files import NotRegularFileError, open_regular
 from trama.format._jsontext import DocumentFile, ParsedText
 from trama.format._memory import out_of_memory
@@ -49,7 +51,7 @@ from trama.format._model import Model
 from trama.format._problems import Problem, document_problems, schema_violations
 from trama.format._progress import progress_default
 from trama.format._schema import json_schema
-from trama.format._serialization import MMAP_THRESHOLD, document_text, load, loads
+from trama.format._serialization import MMAP_THRESHOLD, WRITABLE_VERSIONS, document_text, dump, load, loads
 from trama.format._serialization import _decode as decode_document_text
 from trama.format._specs import OpSpec
 from trama.tools import _cli_json
@@ -405,8 +407,18 @@ def _no_arguments(parser: argparse.ArgumentParser) -> None:
     """For commands that take no arguments."""
 
 
+def _schema_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format-version",
+        choices=WRITABLE_VERSIONS,
+        default=FORMAT_VERSION,
+        help=f"the schema of this format: {FORMAT_VERSION} (the default, nested) or {FLAT_VERSION} (the flat "
+        "form, which also covers 1.0 and 1.1)",
+    )
+
+
 def _run_schema(args: argparse.Namespace) -> int:
-    print(json.dumps(json_schema(), indent=2))
+    print(json.dumps(json_schema(args.format_version), indent=2))
     return EXIT_OK
 
 
@@ -990,7 +1002,62 @@ def _run_profile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-register(Command("schema", "print the JSON Schema of the current format", _no_arguments, _run_schema))
+def _upgrade_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "document", type=_document, help=f"the document to rewrite, in any format trama reads; {_STDIN_HELP}"
+    )
+    parser.add_argument(
+        "-o", "--output", type=Path, required=True, help="where to write it (may be the document itself)"
+    )
+    parser.add_argument(
+        "--format-version",
+        choices=WRITABLE_VERSIONS,
+        default=FORMAT_VERSION,
+        help=f"the format to write: {FORMAT_VERSION} (the default, nested) or {FLAT_VERSION} (flat, for "
+        "readers older than 1.3)",
+    )
+    parser.add_argument(
+        "--weights",
+        choices=("inline", "external"),
+        help="where the tensors go: inline as base64, or a safetensors file beside the output (default: as in "
+        "the document read)",
+    )
+
+
+def _run_upgrade(args: argparse.Namespace) -> int:
+    try:
+        model = _load(args.document)
+    except TramaError as exc:
+        print(f"{_name(args.document)}: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_INVALID
+    weights = args.weights
+    if weights is None:
+        external = any(
+            isinstance(getattr(entry.value, "source", None), (ExternalSource, UnresolvedExternal))
+            for entry in model.parameters.values()
+        )
+        weights = "external" if external else "inline"
+    try:
+        dump(model, args.output, weights=weights, format_version=args.format_version)
+    except TramaError as exc:
+        print(f"{args.output}: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_INVALID
+    print(f"{args.output}: format {model.source_format_version} -> {args.format_version} (weights {weights})")
+    return EXIT_OK
+
+
+register(Command("schema", "print the JSON Schema of the current format", _schema_arguments, _run_schema))
+register(
+    Command(
+        "upgrade",
+        "rewrite a document in the current format (or the flat 1.2 one)",
+        _upgrade_arguments,
+        _run_upgrade,
+        description="Read a document of any format version trama reads (0.1, 0.2, 1.0-1.3) and write it "
+        "again, atomically, in the current format: the same model, every node, setting and tensor equal. "
+        "--format-version 1.2 writes the flat form for readers older than 1.3.",
+    )
+)
 register(
     Command(
         "validate",

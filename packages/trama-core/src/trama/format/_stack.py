@@ -1,6 +1,14 @@
-"""Stack room for the one walk that must recurse: export, through the plugins' callbacks.
+"""Stack room for the walks that recurse: export, through the plugins' callbacks, and the
+nested (1.3) text of a document, which JSON parsers and the 1.3 reader and writer read and
+write a level at a time.
 
-trama's own walks of a tree (validation, calls, import, the execution plans) are iterative, and
+A 1.3 document nests a node's object in its parent's, so a tree of the deepest depth the format
+allows (512 levels) is JSON about 1,030 levels deep, which the standard library's parser (a C
+recursion checked against Python's limit) refuses at the default limit of 1000; the reader and
+the writer themselves take two or three frames per level. :func:`nested_room` makes room for
+that, for the length of one read or write.
+
+trama's other walks of a tree (validation, calls, import, the execution plans) are iterative, and
 runtimes run a deep document without recursing per level. Export cannot be: an object exports
 its children by calling ``ctx.child``, which calls the child's ``to_node`` or exporter, which
 calls ``ctx.child`` again; that protocol is what lets any framework plug in, and each level of
@@ -22,9 +30,14 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
+from functools import wraps
 from types import FrameType, TracebackType
+from typing import ParamSpec, TypeVar
 
-__all__ = ["StackRoom", "stack_depth"]
+from trama.format._names import MAX_NODE_DEPTH
+
+__all__ = ["StackRoom", "in_nested_room", "nested_room", "stack_depth"]
 
 _lock = threading.Lock()
 _holders = 0
@@ -53,9 +66,10 @@ class StackRoom:
     see the module doc). Call :meth:`at_level` as each level is entered: every ``check_every``
     levels it measures the stack and raises the limit if the levels left would not fit."""
 
-    def __init__(self, levels: int, *, check_every: int = 8) -> None:
+    def __init__(self, levels: int, *, check_every: int = 8, first_walk: int = _FIRST_WALK) -> None:
         self._levels = levels
         self._every = check_every
+        self._first_walk = first_walk
         self._base = 0
 
     def __enter__(self) -> StackRoom:
@@ -67,7 +81,7 @@ class StackRoom:
         self._base = stack_depth()
         # Before the first level: room for a framework's walk of the whole tree (torch.fx lists
         # every submodule, a frame per level), which comes before any level can be measured.
-        self._ensure(self._base + _FIRST_WALK * self._levels + _MARGIN)
+        self._ensure(self._base + self._first_walk * self._levels + _MARGIN)
         return self
 
     def __exit__(
@@ -94,3 +108,30 @@ class StackRoom:
             with _lock:
                 if needed > sys.getrecursionlimit():
                     sys.setrecursionlimit(needed)
+
+
+#: Frames (or C recursion levels) a level of a nested document takes at most: the JSON parser's
+#: two (a node's object, its ``nodes`` array), the reader's and the writer's three.
+NESTED_FRAMES_PER_LEVEL = 4
+
+
+def nested_room() -> StackRoom:
+    """Room to parse, read or write a nested document as deep as the format allows."""
+    return StackRoom(MAX_NODE_DEPTH + 8, first_walk=NESTED_FRAMES_PER_LEVEL)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def in_nested_room(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``function`` run in :func:`nested_room`: a reader, which parses a document in the room
+    and must then have it too for whatever reads what was parsed (a message that shows a value
+    nested as deep as the parser allowed)."""
+
+    @wraps(function)
+    def roomy(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with nested_room():
+            return function(*args, **kwargs)
+
+    return roomy

@@ -1,0 +1,502 @@
+"""The text of a model in format 1.3: the tree nested, settings where they are read, a repeated
+block written once, the weights file named once (``docs/format.md`` describes the format).
+
+Why this layout. A reviewer reads a document top-down and diffs it in code review, so:
+
+* each node is one line, nested under its parent (``"nodes": [`` ends a composite's line, its
+  children follow one a line, two spaces deeper, and ``], "out": {...}}`` closes it), and a
+  change to one setting, one wire or one tensor is a one-line diff;
+* a node's settings are written in it (``"params": {"in_features": 64, ...}``), so a value is
+  read where it is used and not looked up in a table;
+* sibling composites of the same structure (the layers of a stack) are a *block*: its body is
+  written once under ``"blocks"``, each layer one line naming it with its own inputs and the
+  checksums of its own tensors;
+* references are short strings in the scope they are read in (``"q_proj"``, ``"rotary.cos"``,
+  ``"%hidden_states"``), and an external tensor is its dtype, shape and checksum, the weights
+  file being named once for the document.
+
+The in-memory :class:`~trama.Model` stays flat: :mod:`trama.format._expand` gives a 1.3 text
+back as that model, and this module never changes what the model means (a 1.2 document
+written here and read back is the same model: ids, entries, values).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from trama.format._external import safetensors_key
+from trama.format._model import INPUT, Model, Node, Parameter, Ref, ValueFact, children_by_parent
+from trama.format._stack import nested_room
+from trama.format._tensor import Tensor
+
+#: The op a composite has where the text leaves ``op`` out.
+COMPOSITE_OP = "Graph"
+#: The dtype a tensor has where the text leaves ``dtype`` out.
+DEFAULT_DTYPE = "float32"
+XXH3_PREFIX = "xxh3-64:"
+#: The port a node's ``in`` feeds where it is one reference rather than an object.
+SOLE_PORT = "x"
+#: The output a composite's ``out`` binds where it is one reference rather than an object.
+SOLE_OUTPUT = "y"
+
+__all__ = [
+    "COMPOSITE_OP",
+    "DEFAULT_DTYPE",
+    "SOLE_OUTPUT",
+    "SOLE_PORT",
+    "XXH3_PREFIX",
+    "block_name",
+    "encode_fact",
+    "model_pieces_13",
+    "reference_text",
+    "short_checksum",
+]
+
+_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+#: What each level of nesting indents a node's line by.
+_INDENT = " "
+_NOT_A_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+#: Encodes one tensor as the document writes it: ``(entry name, tensor) -> value``, the value
+#: being a format-1.2 tensor object (``data`` or ``external``), as the writers make them.
+TensorWriter = Callable[[str, Tensor], dict[str, Any]]
+#: The checksum an inline tensor records: ``(entry name, tensor) -> "xxh3-64:..."``.
+ChecksumWriter = Callable[[str, Tensor], str]
+
+
+def reference_text(ref: Ref, outputs_of: dict[str, list[str]], scope: str) -> str:
+    """A reference as a 1.3 document writes it in the scope whose node ids start with
+    ``scope``: ``%x`` for an input of the scope, ``name`` for the only output of a sibling,
+    ``name.output`` otherwise."""
+    if ref.node == INPUT:
+        return f"%{ref.output}"
+    local = ref.node[len(scope) :]
+    outputs = outputs_of.get(ref.node)
+    return local if outputs is not None and len(outputs) == 1 and outputs[0] == ref.output else f"{local}.{ref.output}"
+
+
+def block_name(base: str, taken: set[str]) -> str:
+    """A block's name: the last segment of its class (or op), made a plain name and unique."""
+    name = _NOT_A_NAME.sub("_", base.rpartition(".")[2]) or "block"
+    if name[0].isdigit():
+        name = f"_{name}"
+    candidate, k = name, 1
+    while candidate in taken:
+        k += 1
+        candidate = f"{name}_{k}"
+    taken.add(candidate)
+    return candidate
+
+
+class _Writer:
+    """One model's 1.3 text: the forms of its nodes, its blocks, and the lines."""
+
+    def __init__(self, model: Model, tensor: TensorWriter, checksum: ChecksumWriter, weights: str | None) -> None:
+        self.model = model
+        self.tensor = tensor
+        self.checksum = checksum
+        self.weights = weights
+        self.children = children_by_parent(model.nodes)
+        self.outputs_of = {node.id: node.outputs for node in model.nodes}
+        self.by_id = {node.id: node for node in model.nodes}
+        self.position = {node.id: k for k, node in enumerate(model.nodes)}
+        uses: dict[str, int] = {}
+        for node in model.nodes:
+            for used in node.parameters.values():
+                uses[used] = uses.get(used, 0) + 1
+        #: Entries written in their node: used by one slot, named ``<node id>.<slot>``, and a
+        #: tensor or a setting that is not learnable. Every other entry is in the table.
+        self.owned: set[str] = set()
+        for node in model.nodes:
+            for slot, entry_name in node.parameters.items():
+                entry = model.parameters.get(entry_name)
+                if (
+                    entry is not None
+                    and uses[entry_name] == 1
+                    and entry_name == f"{node.id}.{slot}"
+                    and (isinstance(entry.value, Tensor) or not entry.learnable)
+                ):
+                    self.owned.add(entry_name)
+        self.fills: dict[str, Any] = {}  # entry -> what fills its tensor (checksum or data)
+        self.blocks: dict[str, str] = {}  # structure digest -> block name, of the chosen ones
+        self.defined: dict[str, list[str]] = {}  # block name -> the lines of its definition
+        self.block_of: dict[str, str] = {}  # composite id -> digest, where it is a block instance
+
+    # ----- what each node says -------------------------------------------------------------
+
+    def form(self, node: Node, *, in_body: bool, module: str | None = None) -> dict[str, Any]:
+        """A node's members but its children (``nodes``) and, in a block body, its tensors'
+        data or checksums (each instance gives its own)."""
+        scope = "" if node.parent is None else f"{node.parent}."
+        form: dict[str, Any] = {"name": node.name}
+        if node.op != COMPOSITE_OP or node.output_bindings is None:
+            form["op"] = node.op
+        if node.calls is not None:
+            form["calls"] = node.calls
+        if node.inputs:
+            form["in"] = self.wires(node, scope)
+        if node.output_bindings is None and node.outputs != ["y"]:
+            form["out"] = list(node.outputs)
+        if node.parameters:
+            form["set"] = {slot: self.slot_value(name, in_body=in_body) for slot, name in node.parameters.items()}
+        form.update(metadata_members(node.metadata, module))
+        return form
+
+    def head_text(self, node: Node, scope: str, *, in_body: bool, module: str | None) -> str:
+        """The text of :meth:`form` without its closing brace, written directly: every name of
+        a valid model (ids, ports, outputs, op names) is a plain identifier, which JSON quotes
+        as itself; values and metadata go through the encoder."""
+        parts = ['{"name":"', node.id[len(scope) :], '"']
+        composite = node.output_bindings is not None
+        if node.op != COMPOSITE_OP or not composite:
+            parts += [',"op":"', node.op, '"']
+        if node.calls is not None:
+            parts += [',"calls":', _dumps(node.calls)]
+        inputs = node.inputs
+        if inputs:
+            outputs_of = self.outputs_of
+            if len(inputs) == 1 and SOLE_PORT in inputs:
+                parts += [',"in":"', reference_text(inputs[SOLE_PORT], outputs_of, scope), '"']
+            else:
+                wired = ",".join(f'"{port}":"{reference_text(ref, outputs_of, scope)}"' for port, ref in inputs.items())
+                parts += [',"in":{', wired, "}"]
+        if not composite and node.outputs != ["y"]:
+            parts += [',"out":', _dumps(node.outputs)]
+        if node.parameters:
+            values = {slot: self.slot_value(name, in_body=in_body) for slot, name in node.parameters.items()}
+            parts += [',"set":', _dumps(values)]
+        if node.metadata is not None:
+            for key, value in metadata_members(node.metadata, module).items():
+                parts += [',"', key, '":', _dumps(value)]
+        return "".join(parts)
+
+    def wires(self, node: Node, scope: str) -> str | dict[str, str]:
+        """A node's input wiring: the reference alone where its one port is ``x``."""
+        if len(node.inputs) == 1 and SOLE_PORT in node.inputs:
+            return reference_text(node.inputs[SOLE_PORT], self.outputs_of, scope)
+        return {port: reference_text(ref, self.outputs_of, scope) for port, ref in node.inputs.items()}
+
+    def bindings(self, node: Node) -> dict[str, str]:
+        bindings = node.output_bindings
+        assert bindings is not None
+        scope = f"{node.id}."
+        return {name: reference_text(bindings[name], self.outputs_of, scope) for name in node.outputs}
+
+    def out_text(self, node: Node) -> str:
+        """A composite's ``out``: the reference alone where its one output is ``y``."""
+        bound = self.bindings(node)
+        if list(bound) == [SOLE_OUTPUT]:
+            return f'"{bound[SOLE_OUTPUT]}"'
+        return _dumps(bound)
+
+    def subtree(self, node_id: str) -> list[Node]:
+        """The descendants of ``node_id``, parents before children."""
+        found: list[Node] = []
+        stack = list(reversed(self.children.get(node_id, [])))
+        while stack:
+            node = stack.pop()
+            found.append(node)
+            stack.extend(reversed(self.children.get(node.id, [])))
+        return found
+
+    def slot_value(self, name: str, *, in_body: bool) -> Any:
+        if name not in self.owned:
+            return {"ref": name}
+        entry = self.model.parameters[name]
+        if not isinstance(entry.value, Tensor):
+            return entry.value
+        tensor = entry.value
+        form = tensor_head(tensor)
+        if not in_body:  # the values right after the shape: a reader hashes inline data as it reads it
+            fill = self.fill(name)
+            form.update(fill if isinstance(fill, dict) else {"checksum": fill})
+        if not entry.learnable:
+            form["learnable"] = False
+        return form
+
+    def fill(self, name: str) -> Any:
+        """What an owned tensor's values are: a checksum string (the tensor is in the
+        document's weights file under its entry's key), else the members that say where
+        (``data`` and ``checksum``, or a 1.2 ``external`` reference)."""
+        fill = self.fills.get(name)
+        if fill is None:
+            tensor = self.model.parameters[name].value
+            assert isinstance(tensor, Tensor)
+            encoded = self.tensor(name, tensor)
+            external = encoded.get("external")
+            if external is not None:
+                if external.get("path") == self.weights and external.get("key") == safetensors_key(name):
+                    fill = short_checksum(external["checksum"])
+                else:
+                    fill = {"external": external}
+            else:
+                fill = {"data": encoded["data"], "checksum": short_checksum(self.checksum(name, tensor))}
+            self.fills[name] = fill
+        return fill
+
+    def table_value(self, name: str, entry: Parameter) -> Any:
+        value = entry.value
+        if isinstance(value, Tensor):
+            form = tensor_head(value)
+            fill = self.fill(name)
+            form.update(fill if isinstance(fill, dict) else {"checksum": fill})
+            if not entry.learnable:
+                form["learnable"] = False
+            return form
+        if entry.learnable:
+            return {"value": _plain(value), "learnable": True}
+        return _plain(value)
+
+    # ----- blocks ------------------------------------------------------------------------------
+
+    def choose_blocks(self) -> None:
+        """Composites of one structure written more than once become blocks: larger ones first,
+        and a composite inside an instance other than a block's first is not written, so it
+        does not count (the MLP of every layer of a stack is written once, in the layer)."""
+        children = self.children
+        outlines: dict[tuple[Any, ...], list[str]] = {}
+        for node in self.model.nodes:
+            if node.output_bindings is not None:
+                outline = (
+                    node.op,
+                    str((node.metadata or {}).get("class")),
+                    tuple(node.inputs),
+                    tuple(node.outputs),
+                    len(children.get(node.id, [])),
+                )
+                outlines.setdefault(outline, []).append(node.id)
+        digests: dict[str, str | None] = {}
+        sizes: dict[str, int] = {}
+        order: list[str] = []
+        for ids in outlines.values():
+            if len(ids) > 1:  # only what something else could match is signed
+                for node_id in ids:
+                    self.digest(node_id, digests, sizes)
+                    order.append(node_id)
+        order.sort(key=self.position.__getitem__)
+        by_digest: dict[str, list[str]] = {}
+        for node_id in order:  # document order
+            digest = digests[node_id]
+            if digest is not None:
+                by_digest.setdefault(digest, []).append(node_id)
+        covered: set[str] = set()
+        for digest, ids in sorted(by_digest.items(), key=lambda item: (-sizes[item[1][0]], item[1][0])):
+            written = [node_id for node_id in ids if node_id not in covered]
+            if len(written) < 2:
+                continue
+            self.blocks[digest] = ""
+            for node_id in written:
+                self.block_of[node_id] = digest
+            for node_id in written[1:]:
+                covered.update(member.id for member in self.subtree(node_id))
+
+    def digest(self, node_id: str, digests: dict[str, str | None], sizes: dict[str, int]) -> str | None:
+        """The structure of composite ``node_id`` (``None`` where its body holds a call, whose
+        target would differ from one instance to the next): a digest of its form without its
+        name and inputs' wiring, its children's forms and, for a child composite, its digest."""
+        if node_id in digests:
+            return digests[node_id]
+        node = self.by_id[node_id]
+        kids = self.children.get(node_id, [])
+        described: list[Any] = []
+        size = 1
+        for kid in kids:
+            if kid.calls is not None:
+                digests[node_id] = None
+                return None
+            if kid.output_bindings is not None:
+                inner = self.digest(kid.id, digests, sizes)
+                if inner is None:
+                    digests[node_id] = None
+                    return None
+                described.append([kid.name, inner, self.form(kid, in_body=True).get("in")])
+                size += sizes[kid.id]
+            else:
+                described.append(self.form(kid, in_body=True))
+                size += 1
+        own = self.form(node, in_body=True)
+        own.pop("name")
+        own.pop("in", None)
+        own["ports"] = list(node.inputs)
+        own["out"] = self.bindings(node)
+        own["nodes"] = described
+        digest = hashlib.blake2b(_dumps(own).encode(), digest_size=16).hexdigest()
+        digests[node_id] = digest
+        sizes[node_id] = size
+        return digest
+
+    # ----- lines -------------------------------------------------------------------------------
+
+    def child_lines(self, kids: list[Node], indent: str, instance: str | None, module: str | None) -> list[str]:
+        """The lines of a scope's nodes, a comma after each but the last; ``instance`` is the id
+        of the block instance whose body is being written (tensors left out), or ``None``."""
+        lines: list[str] = []
+        self.write_scope(kids, indent, instance, module, lines)
+        return lines
+
+    def write_scope(
+        self, kids: list[Node], indent: str, instance: str | None, module: str | None, lines: list[str]
+    ) -> None:
+        if not kids:
+            return
+        append = lines.append
+        block_of = self.block_of
+        in_body = instance is not None
+        first = kids[0]
+        scope = first.id[: len(first.id) - len(first.name)]
+        for kid in kids:
+            digest = block_of.get(kid.id)
+            if digest is not None:
+                append(f"{indent}{self.instance_line(kid, digest, instance)},")
+                continue
+            head = self.head_text(kid, scope, in_body=in_body, module=module)
+            if kid.output_bindings is None:
+                append(f"{indent}{head}}},")
+                continue
+            append(f'{indent}{head},"nodes":[')
+            grandkids = self.children.get(kid.id, [])
+            if grandkids:
+                self.write_scope(grandkids, indent + _INDENT, instance, module_of(kid.metadata, module), lines)
+            append(f'{indent}],"out":{self.out_text(kid)}}},')
+        lines[-1] = lines[-1][:-1]  # no comma after the last
+
+    def instance_line(self, node: Node, digest: str, instance: str | None) -> str:
+        name = self.blocks[digest]
+        if not name:
+            name = self.define(node, digest)
+        scope = "" if node.parent is None else f"{node.parent}."
+        form: dict[str, Any] = {"name": node.name, "use": name}
+        if node.inputs:
+            form["in"] = self.wires(node, scope)
+        if instance is None:
+            tensors = [
+                self.fill(entry)
+                for member in [node, *self.subtree(node.id)]
+                for entry in member.parameters.values()
+                if entry in self.owned and isinstance(self.model.parameters[entry].value, Tensor)
+            ]
+            if tensors:
+                form["tensors"] = tensors
+        return _dumps(form)
+
+    def define(self, node: Node, digest: str) -> str:
+        """Write the body of the block ``node`` is the first instance of, and name it."""
+        found = (node.metadata or {}).get("class")
+        base = found if isinstance(found, str) else None
+        name = block_name(base or node.op, set(self.defined))
+        self.blocks[digest] = name
+        self.defined[name] = []
+        form = self.form(node, in_body=True)
+        del form["name"]
+        form.pop("in", None)
+        head: dict[str, Any] = {"op": form.pop("op")} if "op" in form else {}
+        head["in"] = list(node.inputs)
+        head.update(form)
+        lines = [f'{_dumps(head)[:-1]},"nodes":[']
+        lines.extend(self.child_lines(self.children.get(node.id, []), _INDENT, node.id, module_of(node.metadata, None)))
+        lines.append(f'],"out":{self.out_text(node)}}}')
+        self.defined[name] = lines
+        return name
+
+
+def model_pieces_13(
+    model: Model,
+    tensor: TensorWriter,
+    checksum: ChecksumWriter,
+    *,
+    weights: str | None = None,
+) -> Iterator[str]:
+    """The 1.3 text of a valid ``model``, in pieces; ``weights`` is the weights file an
+    external tensor is in when ``tensor`` writes it there under its entry's key."""
+    writer = _Writer(model, tensor, checksum, weights)
+    with nested_room():  # the structure is read and written a level at a time
+        writer.choose_blocks()
+        body = writer.child_lines(writer.children.get(None, []), "", None, None)
+    table = {
+        name: writer.table_value(name, entry) for name, entry in model.parameters.items() if name not in writer.owned
+    }
+    yield '{"format_version":"1.3"'
+    if model.metadata:
+        yield f',\n"metadata":{_dumps(model.metadata)}'
+    if model.opsets:
+        yield f',\n"opsets":{_dumps(model.opsets)}'
+    yield f',\n"inputs":{_dumps(list(model.inputs))}'
+    if model.input_facts is not None:
+        yield f',\n"input_facts":{_dumps([encode_fact(f) for f in model.input_facts])}'
+    top_outputs = [reference_text(ref, writer.outputs_of, "") for ref in model.outputs]
+    yield f',\n"outputs":{_dumps(top_outputs)}'
+    if model.output_facts is not None:
+        yield f',\n"output_facts":{_dumps([encode_fact(f) for f in model.output_facts])}'
+    if weights is not None and any(isinstance(fill, str) for fill in writer.fills.values()):
+        yield f',\n"weights":{_dumps(weights)}'
+    if writer.defined:
+        definitions = [_dumps(name) + ":" + "\n".join(lines) for name, lines in writer.defined.items()]
+        yield ',\n"blocks":{\n' + ",\n".join(definitions) + "\n}"
+    yield ',\n"nodes":[\n' + "\n".join(body) + "\n]" if body else ',\n"nodes":[]'
+    if table:
+        yield (
+            ',\n"parameters":{\n'
+            + ",\n".join(f"{_dumps(name)}:{_dumps(value)}" for name, value in table.items())
+            + "\n}"
+        )
+    yield "}\n"
+
+
+def tensor_head(tensor: Tensor) -> dict[str, Any]:
+    """A tensor's dtype (left out for ``float32``) and shape."""
+    if tensor.dtype == DEFAULT_DTYPE:
+        return {"shape": list(tensor.shape)}
+    return {"dtype": tensor.dtype, "shape": list(tensor.shape)}
+
+
+def module_of(metadata: dict[str, Any] | None, enclosing: str | None) -> str | None:
+    """The module a child's relative ``class`` continues: its own class's, or the enclosing one."""
+    found = (metadata or {}).get("class")
+    if isinstance(found, str) and "." in found:
+        return found.rpartition(".")[0]
+    return enclosing
+
+
+def short_checksum(checksum: str) -> str:
+    """An ``xxh3-64`` checksum is written as its 16 hexadecimal digits alone."""
+    return checksum[len(XXH3_PREFIX) :] if checksum.startswith(XXH3_PREFIX) else checksum
+
+
+def metadata_members(metadata: dict[str, Any] | None, module: str | None = None) -> dict[str, Any]:
+    """A node's metadata as members: its ``class`` (when a string a reader takes back as it is:
+    not empty, not starting with a dot) as ``class``, the rest as ``meta``; an explicit empty
+    metadata stays ``"meta": {}``. A class of the enclosing class's ``module`` is written
+    relative to it (``.BertSelfAttention``)."""
+    if metadata is None:
+        return {}
+    members: dict[str, Any] = {}
+    rest = metadata
+    found = metadata.get("class")
+    if isinstance(found, str) and found and not found.startswith("."):
+        head, dot, tail = found.rpartition(".")
+        members["class"] = f".{tail}" if dot and head == module and tail else found
+        rest = {key: value for key, value in metadata.items() if key != "class"}
+        if not rest:
+            return members
+    members["meta"] = rest
+    return members
+
+
+def encode_fact(fact: ValueFact | None) -> dict[str, Any] | None:
+    """A fact as both forms of the format write it (``null`` for nothing known)."""
+    if fact is None:
+        return None
+    out: dict[str, Any] = {}
+    if fact.dtype is not None:
+        out["dtype"] = fact.dtype
+    if fact.shape is not None:
+        out["shape"] = list(fact.shape)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    return [_plain(item) for item in value] if isinstance(value, tuple | list) else value
