@@ -22,6 +22,7 @@ written here and read back is the same model: ids, entries, values).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -29,7 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from trama.format._external import safetensors_key
-from trama.format._model import INPUT, Model, Node, Parameter, Ref, ValueFact, children_by_parent
+from trama.format._model import INPUT, Model, Node, Parameter, Ref, ValueFact
 from trama.format._stack import nested_room
 from trama.format._tensor import Tensor
 
@@ -57,6 +58,7 @@ __all__ = [
 ]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+_ONLY_Y = [SOLE_OUTPUT]
 #: What each level of nesting indents a node's line by.
 _INDENT = " "
 _NOT_A_NAME = re.compile(r"[^A-Za-z0-9_]")
@@ -100,18 +102,29 @@ class _Writer:
         self.tensor = tensor
         self.checksum = checksum
         self.weights = weights
-        self.children = children_by_parent(model.nodes)
-        self.outputs_of = {node.id: node.outputs for node in model.nodes}
-        self.by_id = {node.id: node for node in model.nodes}
-        self.position = {node.id: k for k, node in enumerate(model.nodes)}
+        children: dict[str | None, list[Node]] = {}
+        outputs_of: dict[str, list[str]] = {}
         uses: dict[str, int] = {}
-        for node in model.nodes:
-            for used in node.parameters.values():
-                uses[used] = uses.get(used, 0) + 1
+        for node in model.nodes:  # one pass, the parent read off the id (Node.parent, inlined)
+            node_id = node.id
+            head, dot, _ = node_id.rpartition(".")
+            siblings = children.get(head if dot else None)
+            if siblings is None:
+                children[head if dot else None] = [node]
+            else:
+                siblings.append(node)
+            outputs_of[node_id] = node.outputs
+            if node.parameters:
+                for used in node.parameters.values():
+                    uses[used] = uses.get(used, 0) + 1
+        self.children = children
+        self.outputs_of = outputs_of
         #: Entries written in their node: used by one slot, named ``<node id>.<slot>``, and a
         #: tensor or a setting that is not learnable. Every other entry is in the table.
         self.owned: set[str] = set()
         for node in model.nodes:
+            if not node.parameters:
+                continue
             for slot, entry_name in node.parameters.items():
                 entry = model.parameters.get(entry_name)
                 if (
@@ -277,7 +290,9 @@ class _Writer:
                 for node_id in ids:
                     self.digest(node_id, digests, sizes)
                     order.append(node_id)
-        order.sort(key=self.position.__getitem__)
+        if len(order) > 1:
+            position = {node.id: k for k, node in enumerate(self.model.nodes)}
+            order.sort(key=position.__getitem__)
         by_digest: dict[str, list[str]] = {}
         for node_id in order:  # document order
             digest = digests[node_id]
@@ -293,6 +308,11 @@ class _Writer:
                 self.block_of[node_id] = digest
             for node_id in written[1:]:
                 covered.update(member.id for member in self.subtree(node_id))
+
+    @functools.cached_property
+    def by_id(self) -> dict[str, Node]:
+        """Every node by id (for the block search only: most models need none)."""
+        return {node.id: node for node in self.model.nodes}
 
     def digest(self, node_id: str, digests: dict[str, str | None], sizes: dict[str, int]) -> str | None:
         """The structure of composite ``node_id`` (``None`` where its body holds a call, whose
@@ -348,7 +368,27 @@ class _Writer:
         in_body = instance is not None
         first = kids[0]
         scope = first.id[: len(first.id) - len(first.name)]
+        cut = len(scope)
+        outputs_of = self.outputs_of
         for kid in kids:
+            if (  # the commonest line, written at once: a leaf of one input x, one output y, no more
+                kid.output_bindings is None
+                and not kid.parameters
+                and kid.metadata is None
+                and kid.calls is None
+                and kid.outputs == _ONLY_Y
+                and len(kid.inputs) == 1
+                and SOLE_PORT in kid.inputs
+            ):
+                ref = kid.inputs[SOLE_PORT]
+                if ref.node == INPUT:
+                    wire = f"%{ref.output}"
+                elif outputs_of.get(ref.node) == [ref.output]:
+                    wire = ref.node[cut:]
+                else:
+                    wire = f"{ref.node[cut:]}.{ref.output}"
+                append(f'{indent}{{"name":"{kid.id[cut:]}","op":"{kid.op}","in":"{wire}"}},')
+                continue
             digest = block_of.get(kid.id)
             if digest is not None:
                 append(f"{indent}{self.instance_line(kid, digest, instance)},")

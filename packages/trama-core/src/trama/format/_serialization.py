@@ -252,7 +252,7 @@ def dumps(model: Model, *, format_version: str = FORMAT_VERSION) -> str:
     flat form of format 1.2 (one object per node, every value in the table), for a reader
     that predates 1.3."""
     flat = _flat(format_version)
-    with gc_paused(), _proving(model) as proof:  # as in dump
+    with gc_paused(), _proving(model, flat=flat) as proof:  # as in dump
         text = "".join(
             piece if isinstance(piece, str) else piece.decode("ascii")
             for piece in _inline_pieces(model, proof, flat=flat)
@@ -261,8 +261,21 @@ def dumps(model: Model, *, format_version: str = FORMAT_VERSION) -> str:
     return text
 
 
+class _Validated:
+    """The proof of a model validated before its text is made (the nested writer's way: it
+    reads the whole model before its first piece): nothing is left to settle or finish."""
+
+    settled = True
+
+    def settle(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
 @contextmanager
-def _proving(model: Model) -> Iterator[StructureProof]:
+def _proving(model: Model, *, flat: bool = True) -> Iterator[Any]:
     """The proof of ``model``'s structural rules that ``dump`` and ``dumps`` make while they
     write its text (:class:`~trama.format._validation.StructureProof`), instead of validating
     it in a pass of its own first: the writer proves each node's rules before writing it, and
@@ -273,7 +286,14 @@ def _proving(model: Model) -> Iterator[StructureProof]:
 
     Any other error raised before the model is proven (a tensor that cannot be read, a disk
     that is full, a bad argument) comes after the model's own, as when validation ran first:
-    the model is validated and its error, if it has one, is raised instead."""
+    the model is validated and its error, if it has one, is raised instead.
+
+    The nested text (``flat`` false) is made from the whole model at once, so the model is
+    validated first, the careful way, and its proof has nothing left to do."""
+    if not flat:
+        validate_model(model)  # raises the model's first error, before anything is written
+        yield _Validated()
+        return
     proof: StructureProof | None = None
     try:
         proof = StructureProof(model)
@@ -376,7 +396,7 @@ def dump(
     # again. The model is proven valid as its text is made (_proving): nothing is committed, and
     # no text returned, before it is.
     flat = _flat(format_version)
-    with gc_paused(), _proving(model) as proof:
+    with gc_paused(), _proving(model, flat=flat) as proof:
         if weights not in ("inline", "external"):
             raise ValueError(f"weights must be 'inline' or 'external', got {weights!r}")
         file = Path(path)

@@ -94,16 +94,17 @@ def decode_nested(lifted: LiftedText, resolver: ExternalResolver | None) -> Mode
         if document.format_version != "1.3" or document.blocks is not UNSET:
             return None
         try:
-            model = _Builder(document, lifted, resolver).model(text.count(b":"))
+            builder = _Builder(document, lifted, resolver)
+            model = builder.model(text.count(b":"))
         except (_Unread, TramaError):
             return None
-    if not _sound(model):
+    if not _sound(model, builder.parents):
         return None
     model.source_places.relocate_tensors(model.parameters)
     return model
 
 
-def _sound(model: Model) -> bool:
+def _sound(model: Model, parents: list[str | None]) -> bool:
     """The rules the build did not prove: the model's own members, each composite's bindings
     and the parameter table (:mod:`trama.format._validation`'s sections, as they are)."""
     problems: list[object] = []
@@ -114,7 +115,7 @@ def _sound(model: Model) -> bool:
     model_inputs = model_level_errors(model, fail)
     nodes = model.nodes
     declared = Declared(nodes, [node.id for node in nodes])
-    declared.parents[:] = [node.parent for node in nodes]
+    declared.parents[:] = parents  # as the build made them
     binding_errors(declared, fail)
     table_errors(model, declared, model_inputs, fail)
     return not problems
@@ -130,6 +131,7 @@ class _Builder:
         self.members = 0
         self.good_names: set[str] = set()
         self.good_ops: set[str] = set()
+        self.parents: list[str | None] = []  # each node's parent id, as it is built
 
     def colons(self, value: Any) -> int:
         _ENCODER.encode_into(value, self.buffer)
@@ -205,6 +207,8 @@ class _Builder:
         good_ops = self.good_ops
         places = expander.places
         located = places.nodes.append
+        add_parent = self.parents.append
+        parent = prefix[:-1] or None
         for k, raw in enumerate(records):
             records[k] = None  # type: ignore[call-overload]  # free each record once read
             if raw.use is not UNSET or raw.calls is not UNSET or raw.tensors is not UNSET:
@@ -305,6 +309,7 @@ class _Builder:
                 metadata = {"class": kind, **(metadata or {})}
             node = Node(node_id, op, inputs, outputs, parameters, None, metadata)
             append(node)
+            add_parent(parent)
             located((f"{where}/{k}", None))
             outputs_of[name] = outputs
             if composite:
