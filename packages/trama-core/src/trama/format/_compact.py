@@ -26,12 +26,16 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Container, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trama.format._external import safetensors_key
 from trama.format._model import INPUT, Model, Node, Parameter, Ref, ValueFact
+from trama.format._names import is_op_name
 from trama.format._stack import nested_room
+
+if TYPE_CHECKING:
+    from trama.format._validation import StructureProof
 from trama.format._tensor import Tensor
 
 #: The op a composite has where the text leaves ``op`` out.
@@ -70,7 +74,7 @@ TensorWriter = Callable[[str, Tensor], dict[str, Any]]
 ChecksumWriter = Callable[[str, Tensor], str]
 
 
-def reference_text(ref: Ref, outputs_of: dict[str, list[str]], scope: str) -> str:
+def reference_text(ref: Ref, outputs_of: Outputs, scope: str) -> str:
     """A reference as a 1.3 document writes it in the scope whose node ids start with
     ``scope``: ``%x`` for an input of the scope, ``name`` for the only output of a sibling,
     ``name.output`` otherwise."""
@@ -94,16 +98,47 @@ def block_name(base: str, taken: set[str]) -> str:
     return candidate
 
 
+class Outputs(Protocol):
+    """The outputs of a node by id (``None`` for an id that names none)."""
+
+    def get(self, node_id: str) -> list[str] | None: ...
+
+
+class _OutputsOf:
+    """Each node's outputs by id, read through a proof's index of the nodes (whose ids it
+    proved unique) instead of a dictionary of their own."""
+
+    __slots__ = ("index", "nodes")
+
+    def __init__(self, index: dict[str, int], nodes: list[Node]) -> None:
+        self.index = index
+        self.nodes = nodes
+
+    def get(self, node_id: str) -> list[str] | None:
+        j = self.index.get(node_id)
+        return None if j is None else self.nodes[j].outputs
+
+
 class _Writer:
     """One model's 1.3 text: the forms of its nodes, its blocks, and the lines."""
 
-    def __init__(self, model: Model, tensor: TensorWriter, checksum: ChecksumWriter, weights: str | None) -> None:
+    def __init__(
+        self,
+        model: Model,
+        tensor: TensorWriter,
+        checksum: ChecksumWriter,
+        weights: str | None,
+        proof: StructureProof | None = None,
+    ) -> None:
         self.model = model
+        #: Proves each node's rules as it is visited, if asked (and not already settled).
+        self.proof = None if proof is None or proof.settled else proof
         self.tensor = tensor
         self.checksum = checksum
         self.weights = weights
         children: dict[str | None, list[Node]] = {}
         outputs_of: dict[str, list[str]] = {}
+        by_index = self.proof is not None  # its index gives each node's outputs: no dict of them
         uses: dict[str, int] = {}
         for node in model.nodes:  # one pass, the parent read off the id (Node.parent, inlined)
             node_id = node.id
@@ -113,12 +148,15 @@ class _Writer:
                 children[head if dot else None] = [node]
             else:
                 siblings.append(node)
-            outputs_of[node_id] = node.outputs
+            if not by_index:
+                outputs_of[node_id] = node.outputs
             if node.parameters:
                 for used in node.parameters.values():
                     uses[used] = uses.get(used, 0) + 1
         self.children = children
-        self.outputs_of = outputs_of
+        self.outputs_of: Outputs = (
+            outputs_of if self.proof is None else _OutputsOf(self.proof.declared.index, model.nodes)
+        )
         #: Entries written in their node: used by one slot, named ``<node id>.<slot>``, and a
         #: tensor or a setting that is not learnable. Every other entry is in the table.
         self.owned: set[str] = set()
@@ -351,15 +389,24 @@ class _Writer:
 
     # ----- lines -------------------------------------------------------------------------------
 
-    def child_lines(self, kids: list[Node], indent: str, instance: str | None, module: str | None) -> list[str]:
+    def child_lines(
+        self, kids: list[Node], indent: str, instance: str | None, module: str | None, scope_inputs: Container[str]
+    ) -> list[str]:
         """The lines of a scope's nodes, a comma after each but the last; ``instance`` is the id
-        of the block instance whose body is being written (tensors left out), or ``None``."""
+        of the block instance whose body is being written (tensors left out), or ``None``;
+        ``scope_inputs``: what ``%x`` may read in the scope (for the proof)."""
         lines: list[str] = []
-        self.write_scope(kids, indent, instance, module, lines)
+        self.write_scope(kids, indent, instance, module, lines, scope_inputs)
         return lines
 
     def write_scope(
-        self, kids: list[Node], indent: str, instance: str | None, module: str | None, lines: list[str]
+        self,
+        kids: list[Node],
+        indent: str,
+        instance: str | None,
+        module: str | None,
+        lines: list[str],
+        scope_inputs: Container[str],
     ) -> None:
         if not kids:
             return
@@ -369,7 +416,14 @@ class _Writer:
         first = kids[0]
         scope = first.id[: len(first.id) - len(first.name)]
         cut = len(scope)
+        parent = scope[:-1] or None
         outputs_of = self.outputs_of
+        proof = self.proof
+        if proof is not None:  # the proof's state, as locals for the loop
+            index, parents, nodes = proof.declared.index, proof.declared.parents, proof.declared.nodes
+            good_ops = proof.good_ops
+            floor = -1 if parent is None else index.get(parent, len(nodes))  # a child comes after its parent
+            reached = 0
         for kid in kids:
             if (  # the commonest line, written at once: a leaf of one input x, one output y, no more
                 kid.output_bindings is None
@@ -380,18 +434,37 @@ class _Writer:
                 and len(kid.inputs) == 1
                 and SOLE_PORT in kid.inputs
             ):
-                ref = kid.inputs[SOLE_PORT]
-                if ref.node == INPUT:
-                    wire = f"%{ref.output}"
-                elif outputs_of.get(ref.node) == [ref.output]:
-                    wire = ref.node[cut:]
+                ref_node, output = kid.inputs[SOLE_PORT]
+                if proof is not None:  # StructureProof.prove_node's rules, written out for this node
+                    i = index.get(kid.id, -1)
+                    op = kid.op
+                    if op not in good_ops and is_op_name(op):
+                        good_ops.add(op)
+                    if i > floor and nodes[i] is kid and op in good_ops:
+                        if ref_node == INPUT:
+                            proven = output in scope_inputs
+                        else:
+                            j = index.get(ref_node, i)
+                            proven = j < i and parents[j] == parent and output in nodes[j].outputs
+                        if proven:
+                            parents[i] = parent
+                            reached += 1
+                if ref_node == INPUT:
+                    wire = f"%{output}"
                 else:
-                    wire = f"{ref.node[cut:]}.{ref.output}"
+                    outputs = outputs_of.get(ref_node)
+                    one = outputs is not None and len(outputs) == 1 and outputs[0] == output
+                    wire = ref_node[cut:] if one else f"{ref_node[cut:]}.{output}"
                 append(f'{indent}{{"name":"{kid.id[cut:]}","op":"{kid.op}","in":"{wire}"}},')
                 continue
+            if proof is not None:
+                proof.prove_node(kid, parent, scope_inputs)
             digest = block_of.get(kid.id)
             if digest is not None:
+                defines = not self.blocks[digest]  # its subtree is written (and proven) as the block's body
                 append(f"{indent}{self.instance_line(kid, digest, instance)},")
+                if not defines and proof is not None:
+                    self.prove_subtree(kid)
                 continue
             head = self.head_text(kid, scope, in_body=in_body, module=module)
             if kid.output_bindings is None:
@@ -400,9 +473,23 @@ class _Writer:
             append(f'{indent}{head},"nodes":[')
             grandkids = self.children.get(kid.id, [])
             if grandkids:
-                self.write_scope(grandkids, indent + _INDENT, instance, module_of(kid.metadata, module), lines)
+                inner = module_of(kid.metadata, module)
+                self.write_scope(grandkids, indent + _INDENT, instance, inner, lines, kid.inputs)
             append(f'{indent}],"out":{self.out_text(kid)}}},')
         lines[-1] = lines[-1][:-1]  # no comma after the last
+        if proof is not None:
+            proof.reached += reached
+
+    def prove_subtree(self, top: Node) -> None:
+        """Prove the nodes under ``top`` without writing them (an instance written as one line):
+        each scope's nodes in their order, each before its own subtree."""
+        assert self.proof is not None
+        prove = self.proof.prove_node
+        stack = [(kid, top) for kid in reversed(self.children.get(top.id, []))]
+        while stack:
+            node, parent = stack.pop()
+            prove(node, parent.id, parent.inputs)
+            stack.extend((kid, node) for kid in reversed(self.children.get(node.id, [])))
 
     def instance_line(self, node: Node, digest: str, instance: str | None) -> str:
         name = self.blocks[digest]
@@ -437,7 +524,8 @@ class _Writer:
         head["in"] = list(node.inputs)
         head.update(form)
         lines = [f'{_dumps(head)[:-1]},"nodes":[']
-        lines.extend(self.child_lines(self.children.get(node.id, []), _INDENT, node.id, module_of(node.metadata, None)))
+        kids = self.children.get(node.id, [])
+        lines.extend(self.child_lines(kids, _INDENT, node.id, module_of(node.metadata, None), node.inputs))
         lines.append(f'],"out":{self.out_text(node)}}}')
         self.defined[name] = lines
         return name
@@ -449,13 +537,24 @@ def model_pieces_13(
     checksum: ChecksumWriter,
     *,
     weights: str | None = None,
+    proof: StructureProof | None = None,
 ) -> Iterator[str]:
     """The 1.3 text of a valid ``model``, in pieces; ``weights`` is the weights file an
-    external tensor is in when ``tensor`` writes it there under its entry's key."""
-    writer = _Writer(model, tensor, checksum, weights)
+    external tensor is in when ``tensor`` writes it there under its entry's key.
+
+    With a ``proof`` (:class:`~trama.format._validation.StructureProof`), the model is proven
+    valid as its nodes' lines are made, before the first piece is given: each node's rules as it
+    is visited, the rest by ``proof.finish()``, which validates the model the careful way, and
+    raises its first error, wherever a rule was not proven."""
+    writer = _Writer(model, tensor, checksum, weights, proof)
     with nested_room():  # the structure is read and written a level at a time
         writer.choose_blocks()
-        body = writer.child_lines(writer.children.get(None, []), "", None, None)
+        top_inputs = proof.model_inputs if proof is not None else set(model.inputs)
+        body = writer.child_lines(writer.children.get(None, []), "", None, None, top_inputs)
+    if proof is not None:
+        for positions in (proof.calling, proof.composites, proof.slotted):
+            positions.sort()  # visited depth first; the sections after the pass read them in order
+        proof.finish()
     table = {
         name: writer.table_value(name, entry) for name, entry in model.parameters.items() if name not in writer.owned
     }

@@ -252,7 +252,7 @@ def dumps(model: Model, *, format_version: str = FORMAT_VERSION) -> str:
     flat form of format 1.2 (one object per node, every value in the table), for a reader
     that predates 1.3."""
     flat = _flat(format_version)
-    with gc_paused(), _proving(model, flat=flat) as proof:  # as in dump
+    with gc_paused(), _proving(model) as proof:  # as in dump
         text = "".join(
             piece if isinstance(piece, str) else piece.decode("ascii")
             for piece in _inline_pieces(model, proof, flat=flat)
@@ -261,21 +261,8 @@ def dumps(model: Model, *, format_version: str = FORMAT_VERSION) -> str:
     return text
 
 
-class _Validated:
-    """The proof of a model validated before its text is made (the nested writer's way: it
-    reads the whole model before its first piece): nothing is left to settle or finish."""
-
-    settled = True
-
-    def settle(self) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass
-
-
 @contextmanager
-def _proving(model: Model, *, flat: bool = True) -> Iterator[Any]:
+def _proving(model: Model) -> Iterator[StructureProof]:
     """The proof of ``model``'s structural rules that ``dump`` and ``dumps`` make while they
     write its text (:class:`~trama.format._validation.StructureProof`), instead of validating
     it in a pass of its own first: the writer proves each node's rules before writing it, and
@@ -286,14 +273,7 @@ def _proving(model: Model, *, flat: bool = True) -> Iterator[Any]:
 
     Any other error raised before the model is proven (a tensor that cannot be read, a disk
     that is full, a bad argument) comes after the model's own, as when validation ran first:
-    the model is validated and its error, if it has one, is raised instead.
-
-    The nested text (``flat`` false) is made from the whole model at once, so the model is
-    validated first, the careful way, and its proof has nothing left to do."""
-    if not flat:
-        validate_model(model)  # raises the model's first error, before anything is written
-        yield _Validated()
-        return
+    the model is validated and its error, if it has one, is raised instead."""
     proof: StructureProof | None = None
     try:
         proof = StructureProof(model)
@@ -326,15 +306,13 @@ def _pieces(
     weights: str | None = None,
     flat: bool = False,
 ) -> Iterator[str]:
-    """The text of a model, in pieces: the nested form (1.3) or the flat one (1.2,
-    :mod:`trama.format._writer`, which proves the model with ``proof`` as it writes it). The
-    nested writer reads the whole model before its first piece, so ``proof`` decides first."""
+    """The text of a model, in pieces: the nested form (1.3, :mod:`trama.format._compact`) or
+    the flat one (1.2, :mod:`trama.format._writer`); each proves the model with ``proof`` as it
+    makes the nodes' text, the nested one before its first piece."""
     if flat:
         yield from model_pieces(model, tensor, checksum, width=width, proof=proof)
         return
-    if proof is not None:
-        proof.settle()
-    yield from model_pieces_13(model, tensor, checksum or _inline_checksum, weights=weights)
+    yield from model_pieces_13(model, tensor, checksum or _inline_checksum, weights=weights, proof=proof)
 
 
 def _inline_tensor(name: str, tensor: Tensor) -> dict[str, Any]:
@@ -396,7 +374,7 @@ def dump(
     # again. The model is proven valid as its text is made (_proving): nothing is committed, and
     # no text returned, before it is.
     flat = _flat(format_version)
-    with gc_paused(), _proving(model, flat=flat) as proof:
+    with gc_paused(), _proving(model) as proof:
         if weights not in ("inline", "external"):
             raise ValueError(f"weights must be 'inline' or 'external', got {weights!r}")
         file = Path(path)

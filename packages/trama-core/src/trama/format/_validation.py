@@ -359,6 +359,61 @@ class StructureProof:
         #: Whether the model is known valid: proven whole, or validated the careful way.
         self.settled = False
 
+    def prove_node(self, node: Node, parent: str | None, scope_inputs: Container[str]) -> None:
+        """:func:`node_errors`' rules for one node, for a writer that visits the nodes in another
+        order than theirs (the nested writer goes depth first, a scope's nodes in their order):
+        its id is declared, its parent comes before it, its op and names are plain, each input
+        reads a scope input or an output of a node of its scope that comes before it. A node
+        proven counts in ``reached`` and fills ``declared.parents`` and the lists :meth:`finish`
+        reads; a node whose rules are not proven does not count, so that :meth:`finish` settles.
+        A sibling a node reads is visited before it (a scope's nodes are visited in their
+        order), so its parent is known when it is compared. (The nested writer proves its
+        commonest node, a leaf of one input, inline: the same rules, written out again.)"""
+        if self.settled:
+            return
+        declared = self.declared
+        index, parents, nodes = declared.index, declared.parents, declared.nodes
+        i = index.get(node.id)
+        if i is None or nodes[i] is not node:
+            return
+        if parent is not None:
+            j = index.get(parent)
+            if j is None or j >= i:
+                return
+        good_names, good_ops = self.good_names, self.good_ops
+        op = node.op
+        if op not in good_ops:
+            if not is_op_name(op):
+                return
+            good_ops.add(op)
+        for port, (ref_node, output) in node.inputs.items():
+            if port not in good_names:
+                if not NAME.match(port):
+                    return
+                good_names.add(port)
+            if ref_node == INPUT:
+                if output not in scope_inputs:
+                    return
+            else:
+                j = index.get(ref_node)
+                if j is None or j >= i or parents[j] != parent or output not in nodes[j].outputs:
+                    return
+        outputs = node.outputs
+        if not good_names.issuperset(outputs):
+            if not all(NAME.match(output) for output in outputs):
+                return
+            good_names.update(outputs)
+        if len(outputs) > 1 and len(set(outputs)) != len(outputs):
+            return
+        parents[i] = parent
+        if node.calls is not None:
+            self.calling.append(i)
+        if node.output_bindings is not None:
+            self.composites.append(i)
+        if node.parameters:
+            self.slotted.append(i)
+        self.reached += 1
+
     def settle(self) -> None:
         """Decide the careful way, once: :func:`validate` raises the model's first error, or
         returns, and then the model is valid whatever was left unproven."""
