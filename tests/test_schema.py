@@ -15,6 +15,7 @@ import jsonschema
 import ml_dtypes
 import numpy as np
 import pytest
+from json_edits import random_edit
 from jsonschema import Draft202012Validator
 
 import trama
@@ -397,16 +398,6 @@ def reference_violations(doc: Any) -> list[str]:
 VALUES = [None, True, 0, -1, 1.5, "", "x", "a b", "a.b", [], [1], [{}], {}, {"a": 1}, [[[{"z": 1}]]], "%input", 2**70]
 
 
-def paths_in(doc: Any, prefix: tuple[Any, ...] = ()) -> Any:
-    yield prefix
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            yield from paths_in(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for index, value in enumerate(doc):
-            yield from paths_in(value, (*prefix, index))
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_the_schema_pass_reports_what_one_whole_document_run_reports(make_doc: Callable[[], dict], seed: int) -> None:
     import random
@@ -419,17 +410,7 @@ def test_the_schema_pass_reports_what_one_whole_document_run_reports(make_doc: C
     for _ in range(150):
         doc = copy.deepcopy(rng.choice(bases))
         for _ in range(rng.randint(1, 3)):
-            path = rng.choice(list(paths_in(doc))[1:])
-            parent = doc
-            for key in path[:-1]:
-                parent = parent[key]
-            roll = rng.random()
-            if roll < 0.7:
-                parent[path[-1]] = copy.deepcopy(rng.choice(VALUES))
-            elif roll < 0.85 and isinstance(parent, dict):
-                del parent[path[-1]]
-            elif isinstance(parent, dict):
-                parent["extra"] = 1
+            random_edit(doc, rng, VALUES)
         got = [str(problem) for problem in schema_violations(parse_json(json.dumps(doc)))]
         assert got == reference_violations(doc), doc
 

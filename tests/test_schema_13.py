@@ -16,7 +16,7 @@ import random
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -40,6 +40,7 @@ for _folder in (REPO / "demo", SUITE):
     if str(_folder) not in sys.path:
         sys.path.insert(0, str(_folder))
 
+from json_edits import random_edit  # noqa: E402
 from reliability.fuzz_documents import build_seeds  # noqa: E402
 
 Doc = dict[str, Any]
@@ -702,16 +703,6 @@ VALUES: list[Any] = [
 ]
 
 
-def paths_in(doc: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            yield from paths_in(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for index, value in enumerate(doc):
-            yield from paths_in(value, (*prefix, index))
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_the_schema_pass_reports_what_one_whole_document_run_reports(tmp_path: Path, seed: int) -> None:
     rng = random.Random(f"schema-13/{seed}")
@@ -720,17 +711,12 @@ def test_the_schema_pass_reports_what_one_whole_document_run_reports(tmp_path: P
     for _ in range(150):
         doc = copy.deepcopy(rng.choice(bases))
         for _ in range(rng.randint(1, 3)):
-            path = rng.choice(list(paths_in(doc))[1:])
-            parent = doc
-            for key in path[:-1]:
-                parent = parent[key]
-            roll = rng.random()
-            if roll < 0.7:
-                parent[path[-1]] = copy.deepcopy(rng.choice(VALUES))
-            elif roll < 0.85 and isinstance(parent, dict):
-                del parent[path[-1]]
-            elif isinstance(parent, dict):
-                parent[rng.choice(["extra", "use", "nodes", "calls", "op", "out", "data", "checksum"])] = 1
+            random_edit(
+                doc,
+                rng,
+                VALUES,
+                lambda rng: rng.choice(["extra", "use", "nodes", "calls", "op", "out", "data", "checksum"]),
+            )
         assert violations(doc) == reference_violations(doc), doc
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from json_edits import random_edit
 from reliability.fuzz_documents import Seed, build_seeds, mutate
 from reliability.hostile_files import schema_heavy
 from reliability.isolation import run_isolated
@@ -138,16 +139,6 @@ VALUES: list[Any] = [
 ]
 
 
-def paths_in(doc: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield prefix
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            yield from paths_in(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for index, value in enumerate(doc):
-            yield from paths_in(value, (*prefix, index))
-
-
 def rich_document(folder: Path) -> list[dict[str, Any]]:
     """Valid documents with every kind of member: facts, opsets, metadata, calls, settings of
     every value form, inline and external tensors with checksums."""
@@ -191,17 +182,7 @@ def test_edits_of_every_member_get_the_same_verdict_both_ways(
     for _ in range(150):
         doc = copy.deepcopy(rng.choice(bases))
         for _ in range(rng.randint(1, 2)):
-            path = rng.choice(list(paths_in(doc))[1:])
-            parent = doc
-            for key in path[:-1]:
-                parent = parent[key]
-            roll = rng.random()
-            if roll < 0.7:
-                parent[path[-1]] = copy.deepcopy(rng.choice(VALUES))
-            elif roll < 0.85 and isinstance(parent, dict):
-                del parent[path[-1]]
-            elif isinstance(parent, dict):
-                parent["extra"] = 1
+            random_edit(doc, rng, VALUES)
         check_agreement(json.dumps(doc).encode(), tmp_path, counts, json.dumps(doc)[:2000])
     assert counts["refused"] > 50, counts
 

@@ -197,34 +197,6 @@ class _Writer:
         form.update(metadata_members(node.metadata, module))
         return form
 
-    def head_text(self, node: Node, scope: str, *, in_body: bool, module: str | None) -> str:
-        """The text of :meth:`form` without its closing brace, written directly: every name of
-        a valid model (ids, ports, outputs, op names) is a plain identifier, which JSON quotes
-        as itself; values and metadata go through the encoder."""
-        parts = ['{"name":"', node.id[len(scope) :], '"']
-        composite = node.output_bindings is not None
-        if node.op != COMPOSITE_OP or not composite:
-            parts += [',"op":"', node.op, '"']
-        if node.calls is not None:
-            parts += [',"calls":', _dumps(node.calls)]
-        inputs = node.inputs
-        if inputs:
-            outputs_of = self.outputs_of
-            if len(inputs) == 1 and SOLE_PORT in inputs:
-                parts += [',"in":"', reference_text(inputs[SOLE_PORT], outputs_of, scope), '"']
-            else:
-                wired = ",".join(f'"{port}":"{reference_text(ref, outputs_of, scope)}"' for port, ref in inputs.items())
-                parts += [',"in":{', wired, "}"]
-        if not composite and node.outputs != ["y"]:
-            parts += [',"out":', _dumps(node.outputs)]
-        if node.parameters:
-            values = {slot: self.slot_value(name, in_body=in_body) for slot, name in node.parameters.items()}
-            parts += [',"set":', _dumps(values)]
-        if node.metadata is not None:
-            for key, value in metadata_members(node.metadata, module).items():
-                parts += [',"', key, '":', _dumps(value)]
-        return "".join(parts)
-
     def wires(self, node: Node, scope: str) -> str | dict[str, str]:
         """A node's input wiring: the reference alone where its one port is ``x``."""
         if len(node.inputs) == 1 and SOLE_PORT in node.inputs:
@@ -466,7 +438,7 @@ class _Writer:
                 if not defines and proof is not None:
                     self.prove_subtree(kid)
                 continue
-            head = self.head_text(kid, scope, in_body=in_body, module=module)
+            head = _dumps(self.form(kid, in_body=in_body, module=module))[:-1]  # without its closing brace
             if kid.output_bindings is None:
                 append(f"{indent}{head}}},")
                 continue

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trama.errors import SchemaError, TramaError, pointer_token
-from trama.format._compact import COMPOSITE_OP, DEFAULT_DTYPE, SOLE_OUTPUT, SOLE_PORT, XXH3_PREFIX
+from trama.format._compact import COMPOSITE_OP, DEFAULT_DTYPE, SOLE_OUTPUT, SOLE_PORT, XXH3_PREFIX, module_of
 from trama.format._external import safetensors_key
 from trama.format._lazy import is_tensor
 from trama.format._model import INPUT
@@ -274,7 +274,7 @@ class _Expander:
             flat["metadata"] = metadata
         if composite:
             inner = self.scope(
-                raw.get("nodes", []), f"{where}/nodes", f"{node_id}.", instance, _module(metadata, module)
+                raw.get("nodes", []), f"{where}/nodes", f"{node_id}.", instance, module_of(metadata, module)
             )
             flat["output_bindings"] = _bind(inner, bound, f"{where}/out")
         assert self.nodes[index] is flat
@@ -322,7 +322,7 @@ class _Expander:
         if metadata is not None:
             flat["metadata"] = metadata
         inner = self.scope(
-            block.get("nodes", []), f"{block_where}/nodes", f"{node_id}.", instance, _module(metadata, None)
+            block.get("nodes", []), f"{block_where}/nodes", f"{node_id}.", instance, module_of(metadata, None)
         )
         flat["output_bindings"] = _bind(inner, bound, f"{block_where}/out")
         self.active.pop()
@@ -495,13 +495,6 @@ def _checksum(value: Any) -> Any:
     if type(value) is str and _HEX16.match(value):
         return XXH3_PREFIX + value
     return value
-
-
-def _module(metadata: dict[str, Any] | None, enclosing: str | None) -> str | None:
-    found = (metadata or {}).get("class")
-    if isinstance(found, str) and "." in found:
-        return found.rpartition(".")[0]
-    return enclosing
 
 
 def _no_unknown(raw: dict[str, Any], allowed: frozenset[str], where: str) -> None:

@@ -124,10 +124,6 @@ def document_problems(
         if typed is None:  # a nested document: its fast reader proves what it accepts
             nested = decode_nested(lifted, resolver)
             typed = None if nested is None else (nested, True)
-    if typed is not None and nested_version(typed[0].source_format_version) and typed[0].source_places is None:
-        # The flat shape under a nested version: the careful reader (and the nested schema)
-        # refuses it, and says why.
-        typed = None
     if typed is not None:
         model, sound = typed
         del typed

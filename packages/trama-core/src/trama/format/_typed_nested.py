@@ -26,8 +26,8 @@ from msgspec import UNSET, Struct, UnsetType
 
 from trama.errors import TramaError, pointer_token
 from trama.format._codec import ExternalResolver, _Decoder
-from trama.format._compact import COMPOSITE_OP, SOLE_OUTPUT, SOLE_PORT
-from trama.format._expand import _Expander, _module
+from trama.format._compact import COMPOSITE_OP, SOLE_OUTPUT, SOLE_PORT, module_of
+from trama.format._expand import _Expander
 from trama.format._jsontext import LiftedText
 from trama.format._memory import allocations_may_fail, can_reserve
 from trama.format._model import INPUT, Model, Node, Ref
@@ -316,7 +316,7 @@ class _Builder:
                 members += 1 if nodes is not UNSET else 0
                 children = [] if isinstance(nodes, UnsetType) else nodes
                 inner = self.scope(
-                    children, f"{node_id}.", _module(metadata, module), inputs, depth + 1, f"{where}/{k}/nodes"
+                    children, f"{node_id}.", module_of(metadata, module), inputs, depth + 1, f"{where}/{k}/nodes"
                 )
                 scope = f"{node_id}."
                 assert isinstance(out, dict)
