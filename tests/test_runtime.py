@@ -118,7 +118,7 @@ def block_model() -> Model:
         nodes=nodes,
         parameters={"three": Parameter(3.0)},
         metadata={"producer": {"name": "test"}, "note": "hello"},
-        input_facts=[ValueFact("float32", ("batch", 2))],
+        input_facts=[ValueFact("float64", ("n",))],
     )
 
 
@@ -143,7 +143,7 @@ def test_inputs_by_name_or_position_and_clear_errors() -> None:
 def test_facts_and_properties() -> None:
     runnable = FakeRuntime().prepare(block_model())
     assert (runnable.input_count(), runnable.output_count()) == (1, 2)
-    assert runnable.input_fact(0) == ValueFact("float32", ("batch", 2))
+    assert runnable.input_fact(0) == ValueFact("float64", ("n",))
     assert runnable.output_facts() == [ValueFact(), ValueFact()]
     assert runnable.property_keys() == ["producer", "note"]
     assert runnable.property("note") == "hello"

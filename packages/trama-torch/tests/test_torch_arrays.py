@@ -143,9 +143,12 @@ def test_vit_class_token_expand() -> None:
     check(model, document, patches)
 
 
-def test_an_expand_by_a_symbolic_batch_not_its_own_is_a_named_size_read() -> None:
-    with pytest.raises(trama.ExportError, match="sym_size"):
-        capture(ClassToken(), ["patches"], ["tokens"], (torch.randn(3, 5, 4),), {"patches": {0: "batch"}})
+def test_an_expand_by_a_symbolic_batch_not_its_own_is_the_batch_read_at_run_time() -> None:
+    """The class token has no batch of its own: its expansion reads the batch of the patches,
+    written as the size ``batch`` (test_torch_sizes.py runs such documents at other sizes)."""
+    document = capture(ClassToken(), ["patches"], ["tokens"], (torch.randn(3, 5, 4),), {"patches": {0: "batch"}})
+    (size,) = [document.parameters[node.parameters["size"]].value for node in document.nodes if node.op == "expand"]
+    assert size == [trama.SizeExpr.parse("batch"), -1, -1]
 
 
 class Masks(nn.Module):

@@ -54,11 +54,12 @@ from trama import (
 )
 from trama._deprecated import warn_deprecated
 from trama.catalog._limits import MAX_TENSOR_BYTES, extent_problem
-from trama.conversion import ExportContext, build_node
+from trama.conversion import ExportContext, SizedNode, build_node
 from trama.conversion._importer import build_order
 from trama.execution import describe_failure
 from trama.format import INPUT, OpRegistry, children_by_parent
 from trama.format._calls import check_expansion
+from trama.format._lazy import is_tensor
 from trama_jax._registry import implements
 from trama_jax.kernel import JaxKernel
 
@@ -296,6 +297,30 @@ class JaxLeaf(JaxModule):
             yield path, self
 
 
+class JaxSizedLeaf(JaxLeaf):
+    """A leaf whose settings depend on the input sizes: the leaf built for the sizes bound while
+    the program is traced (:class:`trama.conversion.SizedNode`), so a program compiled for one
+    input shape holds that shape's numbers."""
+
+    def __init__(self, sized: SizedNode) -> None:
+        tensors = tuple(slot for slot, entry in sized.parameters.items() if is_tensor(entry.value))
+        super().__init__(sized.node, JaxKernel(_unbuilt, tensor_slots=tensors), sized.parameters)
+        self.sized = sized
+
+    def compute(self, evaluation: Evaluation, path: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        built = self.sized.current()
+        if not isinstance(built, JaxLeaf):
+            raise ImportModelError(
+                f"the jax factory of leaf op {self.node.op!r} built a {type(built).__name__}, not a JaxLeaf",
+                node_id=self.node.id,
+            )
+        return built.compute(evaluation, path, inputs)
+
+
+def _unbuilt(tensors: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
+    raise ExecutionError("a leaf whose settings depend on the input sizes runs only with the sizes bound")
+
+
 @dataclass(frozen=True, slots=True)
 class Member:
     """One child of a composite as its parent's wiring sees it: the child's ``name``, the
@@ -522,7 +547,7 @@ def build(model: Model, registry: OpRegistry | None = None) -> JaxProgram:
     for node in model.nodes:
         if node.calls is None and node.output_bindings is None:
             parameters = {slot: model.parameters[key] for slot, key in node.parameters.items()}
-            obj = build_node(node, registry, children={}, parameters=parameters)
+            obj = build_node(node, registry, children={}, parameters=parameters, sized=JaxSizedLeaf)
             if not isinstance(obj, JaxLeaf):
                 raise ImportModelError(
                     f"the jax factory of leaf op {node.op!r} built a {type(obj).__name__}, not a "

@@ -29,7 +29,17 @@ import jax
 import numpy as np
 
 from trama.errors import ExecutionError, TramaError
-from trama.execution import Runnable, State, describe_failure, framework_failures, order_inputs, static_costs
+from trama.execution import (
+    Runnable,
+    State,
+    as_declared,
+    bound_sizes,
+    check_inputs,
+    describe_failure,
+    framework_failures,
+    order_inputs,
+    static_costs,
+)
 from trama.format import Model, numpy_dtype
 from trama_jax.model import Evaluation, JaxComposite, JaxLeaf, JaxModule, JaxProgram, value_size_problem, walk
 from trama_jax.runtime import device_name
@@ -327,7 +337,8 @@ class JaxRunnable(Runnable):
         itself. Only a failing run pays for that."""
         located: ExecutionError | None = None
         try:
-            ready(self._program.compute(_Probe(self), "", values))
+            with self._sizes(values):
+                ready(self._program.compute(_Probe(self), "", values))
         except ExecutionError as again:
             located = again if again.node_id is not None else None
         except Exception:  # the op-by-op run fails another way: say what the first one said
@@ -337,18 +348,28 @@ class JaxRunnable(Runnable):
         return ExecutionError(f"running the model failed: {describe_failure(exc)}")
 
     def _inputs(self, inputs: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
+        """The inputs by name, each checked against its fact (``trama.execution.check_inputs``)."""
         names = self.model.inputs
-        return dict(zip(names, order_inputs(names, inputs), strict=True))
+        facts = self.model.input_facts or [None] * len(names)
+        values = [as_declared(value, fact) for value, fact in zip(order_inputs(names, inputs), facts, strict=True)]
+        check_inputs(self.model, values)
+        return dict(zip(names, values, strict=True))
+
+    def _sizes(self, inputs: dict[str, Any]) -> contextlib.AbstractContextManager[None]:
+        """The input sizes bound while the program is traced: a node whose settings read them is
+        built for them (:class:`trama.conversion.SizedNode`), once per compiled signature."""
+        return bound_sizes(check_inputs(self.model, [inputs[name] for name in self.model.inputs]))
 
     def _execute(self, inputs: dict[str, Any], states: dict[str, Any] | None) -> list[Any]:
         """Run the segments: the one program, or the placed subtrees along the wiring. The
         caller's ``states`` dict is updated with the new states (``State`` keeps it)."""
         program = self._program
         evaluation = _Placed(self, states)
-        if "" in self._segments:
-            outputs = evaluation.segment("", program, inputs)
-        else:
-            outputs = walk(evaluation, None, program.members, inputs, program.bindings)
+        with self._sizes(inputs):
+            if "" in self._segments:
+                outputs = evaluation.segment("", program, inputs)
+            else:
+                outputs = walk(evaluation, None, program.members, inputs, program.bindings)
         if states is not None and evaluation.states is not None:
             states.update(evaluation.states)
         return [outputs[name] for name in program.output_names]
@@ -390,10 +411,11 @@ class JaxRunnable(Runnable):
             started = time.perf_counter()
             ready(self._execute(values, None))
             total = time.perf_counter() - started
-            probe = _Probe(self)
-            ready(self._program.compute(probe, "", values))  # op by op, each primitive compiled on first use
-            probe = _Probe(self)
-            ready(self._program.compute(probe, "", values))  # the timed one
+            with self._sizes(values):
+                probe = _Probe(self)
+                ready(self._program.compute(probe, "", values))  # op by op, each primitive compiled on first use
+                probe = _Probe(self)
+                ready(self._program.compute(probe, "", values))  # the timed one
             profile = static_costs(
                 self.model, probe.calls, probe.seconds, probe.shapes, total, runtime=self._runtime_name
             )

@@ -42,8 +42,9 @@ def import_document(model: Model) -> DocumentModule:
 
     Validation and import errors are trama's own (:func:`trama.import_model` raises them)."""
     from trama.conversion import import_model
+    from trama_torch.sized import SizedModule
 
-    built: Any = import_model(model, registry=discovered("torch"))
+    built: Any = import_model(model, registry=discovered("torch"), sized=SizedModule)
     scopes = children_by_parent(model.nodes)
     top = scopes.get(None, [])
     objects: dict[str, Any] = {top[0].id: built} if len(top) == 1 else dict(built)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from trama.conversion._export import ExportContext, export_model
     from trama.conversion._importer import Children, build_node, import_model
     from trama.conversion._protocols import ExportableOp, ImportableOp, NodeFragment, Param
+    from trama.conversion._sized import SizedNode
 
 __all__ = [
     "Children",
@@ -24,6 +25,7 @@ __all__ = [
     "ImportableOp",
     "NodeFragment",
     "Param",
+    "SizedNode",
     "build_node",
     "export_model",
     "import_model",
@@ -34,6 +36,7 @@ _HOMES = {
     **dict.fromkeys(("ExportContext", "export_model"), "_export"),
     **dict.fromkeys(("Children", "build_node", "import_model"), "_importer"),
     **dict.fromkeys(("ExportableOp", "ImportableOp", "NodeFragment", "Param"), "_protocols"),
+    "SizedNode": "_sized",
 }
 
 if not TYPE_CHECKING:  # mypy reads the imports above; at run time, each name on first use

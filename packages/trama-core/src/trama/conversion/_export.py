@@ -20,6 +20,7 @@ from trama.conversion._protocols import NodeFragment, Param
 from trama.errors import ExportError, TramaError
 from trama.format._model import INPUT, Model, Node, Parameter, Ref, ValueFact
 from trama.format._names import MAX_NODE_DEPTH
+from trama.format._sizes import SizeExpr, SymbolRange
 from trama.format._specs import OpRegistry
 from trama.format._stack import StackRoom
 from trama.format._tensor import Tensor
@@ -52,6 +53,7 @@ class _ExportSession:
         self.example_inputs: tuple[Any, ...] | dict[str, Any] | None = None
         self.dynamic_shapes: dict[str, dict[int, str]] | None = None
         self.facts: tuple[list[ValueFact | None] | None, list[ValueFact | None] | None] = (None, None)
+        self.symbols: dict[str, SymbolRange] | None = None
         # The model's inputs, in order: the caller's, with any the root exporter replaced
         # (ExportContext.replace_input) by the inputs that stand for it.
         self.inputs: list[str] = []
@@ -100,7 +102,7 @@ def _identity_key(value: Any) -> Any:
 
 
 def _to_parameter_value(value: Any, where: str) -> Any:
-    if value is None or isinstance(value, (bool, str, Tensor)):
+    if value is None or isinstance(value, (bool, str, Tensor, SizeExpr)):
         return value
     if isinstance(value, int):
         return int(value)  # an IntEnum reads back as a plain int: store that, so the round trip is equal
@@ -117,7 +119,7 @@ def _to_parameter_value(value: Any, where: str) -> Any:
             raise ExportError(f"parameter {where!r}: {exc.message}") from None
     raise ExportError(
         f"parameter {where!r} has a value of type {type(value).__name__}, which the format cannot "
-        "store (tensors, bool, int, float, str, None and lists of them are allowed)"
+        "store (tensors, bool, int, float, str, None, sizes (trama.SizeExpr) and lists of them are allowed)"
     )
 
 
@@ -290,12 +292,16 @@ class ExportContext:
         return self._session.dynamic_shapes if self.node_id == self._session.root else None
 
     def record_facts(
-        self, inputs: list[ValueFact | None] | None = None, outputs: list[ValueFact | None] | None = None
+        self,
+        inputs: list[ValueFact | None] | None = None,
+        outputs: list[ValueFact | None] | None = None,
+        symbols: Mapping[str, SymbolRange] | None = None,
     ) -> None:
         """Facts about the model's inputs and outputs that the exporter learnt (the shapes and
-        dtypes of a capture, with symbols for dynamic sizes); the ones given to
-        :func:`export_model` take precedence."""
+        dtypes of a capture, with symbols for dynamic sizes, and the range of each symbol where
+        the capture bounds it); the facts given to :func:`export_model` take precedence."""
         self._session.facts = (inputs, outputs)
+        self._session.symbols = dict(symbols) if symbols else None
 
     def replace_input(self, name: str, replacements: Sequence[str]) -> list[Ref]:
         """Make the model input ``name`` several inputs of the document, ``replacements``, in its
@@ -548,6 +554,7 @@ def export_model(
         opsets=dict(opsets) if opsets is not None else _opsets_used(nodes, plugin_host().opsets(), registry),
         input_facts=input_facts,
         output_facts=output_facts,
+        symbols=session.symbols,
         source_format_version=None,
     )
     try:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from trama.catalog._checkers import checking
+from trama.conversion._sized import SizedNode, is_sized
 from trama.errors import ImportModelError, RegistryError, TramaError
 from trama.format._calls import check_expansion
 from trama.format._model import Model, Node, Parameter, children_by_parent
@@ -38,7 +39,9 @@ class Children(dict[str, Any]):
         self.model = model
 
 
-def import_model(model: Model, *, registry: OpRegistry | None = None) -> Any:
+def import_model(
+    model: Model, *, registry: OpRegistry | None = None, sized: Callable[[SizedNode], Any] | None = None
+) -> Any:
     """Build the objects a document describes, children before parents.
 
     Every node's op must have a spec with a ``factory`` in ``registry``. Slots that share a
@@ -74,6 +77,7 @@ def import_model(model: Model, *, registry: OpRegistry | None = None) -> Any:
                 {child.name: built[child.id] for child in kids}, {child.name: child for child in kids}, model
             ),
             parameters={slot: table[key] for slot, key in node.parameters.items()},
+            sized=sized,
         )
     roots = {node.id: built[node.id] for node in children_of.get(None, ())}
     if len(roots) == 1:
@@ -121,7 +125,12 @@ def _framework_of(model: Model) -> str:
 
 
 def build_node(
-    node: Node, registry: OpRegistry, *, children: Mapping[str, Any], parameters: dict[str, Parameter]
+    node: Node,
+    registry: OpRegistry,
+    *,
+    children: Mapping[str, Any],
+    parameters: dict[str, Parameter],
+    sized: Callable[[SizedNode], Any] | None = None,
 ) -> Any:
     """Call the factory of ``node``'s op: one place that says what is missing or what failed,
     for :func:`import_model` and for runtimes building their kernels.
@@ -131,10 +140,32 @@ def build_node(
     catalog does not allow fails here with the same :class:`~trama.RegistryError` everywhere,
     before any framework object exists. The factory called inside gets the checked settings
     from ``check_settings`` without a second check.
+
+    A leaf whose settings depend on the input sizes (:class:`~trama.format.SizeExpr`) is built
+    for each run's sizes instead (:class:`~trama.conversion.SizedNode`): ``sized`` wraps it in the
+    framework's kind of object (a kernel, a module). Without ``sized`` (or ``registry.sized``)
+    such a node is an :class:`~trama.ImportModelError`: the framework cannot run it.
     """
     spec = registry[node.op]
+    if not spec.composite and is_sized(parameters):
+        wrap = sized or getattr(registry, "sized", None)
+        if wrap is None:
+            symbols = SizedNode(node, registry, parameters, _build_resolved).symbols
+            raise ImportModelError(
+                f"the settings of this {node.op} depend on the input sizes ({', '.join(symbols)}), and the "
+                f"{registry.framework or 'given'} registry builds no node per run; run the document with a runtime",
+                node_id=node.id,
+            )
+        return wrap(SizedNode(node, registry, parameters, _build_resolved))
     with checking(node, spec, parameters):
         return _call_factory(node, spec, registry, children, parameters)
+
+
+def _build_resolved(node: Node, registry: OpRegistry, parameters: dict[str, Parameter]) -> Any:
+    """Build a leaf whose sizes are numbers now (:meth:`SizedNode.build`)."""
+    spec = registry[node.op]
+    with checking(node, spec, parameters):
+        return _call_factory(node, spec, registry, {}, parameters)
 
 
 def _call_factory(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from trama.execution._bounds import MAX_TENSOR_BYTES, check_facts, describe_failure, framework_failures
 from trama.execution._costs import MACS, static_costs
+from trama.execution._inputs import as_declared, bound_sizes, check_inputs, current_sizes, dtype_of
 from trama.execution._plan import ExecutionPlan, Step, build_plan
 from trama.execution._runtime import (
     FrozenState,
@@ -36,9 +37,14 @@ __all__ = [
     "RuntimeInfo",
     "State",
     "Step",
+    "as_declared",
+    "bound_sizes",
     "build_plan",
     "check_facts",
+    "check_inputs",
+    "current_sizes",
     "describe_failure",
+    "dtype_of",
     "framework_failures",
     "order_inputs",
     "resolve_placement",

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trama.conversion._importer import build_node
+from trama.conversion._sized import SizedNode
 from trama.errors import ExecutionError, TramaError
 from trama.execution._bounds import describe_failure
 from trama.extension._kernels import StatefulKernel, as_kernel
@@ -101,6 +102,17 @@ class ExecutionPlan:
         return [values[slot] for slot in self.output_slots]
 
 
+class SizedKernel:
+    """The kernel of a leaf whose settings depend on the input sizes: built for the sizes of
+    each run (:class:`~trama.conversion.SizedNode`), then called as any kernel is."""
+
+    def __init__(self, sized: SizedNode) -> None:
+        self.sized = sized
+
+    def __call__(self, arguments: Mapping[str, Any]) -> Any:
+        return as_kernel(self.sized.current())(arguments)
+
+
 def build_plan(model: Model, registry: OpRegistry) -> ExecutionPlan:
     """Resolve the wiring of a (validated) model and build every leaf's kernel with the factory
     ``registry`` holds for its op. Calls are expanded first; a step's ``node`` is then the copy
@@ -159,7 +171,7 @@ def build_plan(model: Model, registry: OpRegistry) -> ExecutionPlan:
         kernel = kernels.get(source.id)
         if kernel is None:
             parameters = {slot: table[key] for slot, key in source.parameters.items()}
-            built = build_node(source, registry, children={}, parameters=parameters)
+            built = build_node(source, registry, children={}, parameters=parameters, sized=SizedKernel)
             kernel = kernels[source.id] = as_kernel(built)
         step = Step(
             node=leaf,

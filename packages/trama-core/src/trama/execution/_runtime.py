@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from trama.errors import ExecutionError, RuntimeNotFoundError
 from trama.execution._bounds import check_facts, framework_failures
 from trama.execution._costs import static_costs
+from trama.execution._inputs import as_declared, bound_sizes, check_inputs
 from trama.execution._plan import ExecutionPlan, Step, build_plan
 from trama.format._model import JSONValue, Model, ValueFact
 from trama.format._specs import OpRegistry
@@ -342,10 +343,14 @@ class GraphRunnable(Runnable):
         return self._plan
 
     def run(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
-        return self._plan.run(self._inputs(inputs))
+        values = self._inputs(inputs)
+        with bound_sizes(check_inputs(self.model, values)):
+            return self._plan.run(values)
 
     def run_with_state(self, inputs: Sequence[Any] | Mapping[str, Any], states: dict[str, Any]) -> list[Any]:
-        return self._plan.run(self._inputs(inputs), states)
+        values = self._inputs(inputs)
+        with bound_sizes(check_inputs(self.model, values)):
+            return self._plan.run(values, states)
 
     def spawn_state(self) -> State:
         with framework_failures("starting a state"):
@@ -354,9 +359,10 @@ class GraphRunnable(Runnable):
     def _inputs(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         names = self.model.inputs
         converted = []
-        for name, value in zip(names, order_inputs(names, inputs), strict=True):
+        facts = self.model.input_facts or [None] * len(names)
+        for name, value, fact in zip(names, order_inputs(names, inputs), facts, strict=True):
             with framework_failures(f"converting input {name!r}"):
-                converted.append(self._runtime.convert_input(value))
+                converted.append(self._runtime.convert_input(as_declared(value, fact)))
         return converted
 
     def profile_json(self, inputs: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
@@ -368,10 +374,11 @@ class GraphRunnable(Runnable):
             seconds[step.node.id] = seconds.get(step.node.id, 0.0) + elapsed
 
         values = self._inputs(inputs)
-        started = time.perf_counter()
-        self._plan.run(values, timer=timer)
-        total = time.perf_counter() - started
-        shapes = self._shapes(values)
+        with bound_sizes(check_inputs(self.model, values)):
+            started = time.perf_counter()
+            self._plan.run(values, timer=timer)
+            total = time.perf_counter() - started
+            shapes = self._shapes(values)
         with framework_failures("profiling"):
             return static_costs(self.model, calls, seconds, shapes, total, runtime=self._runtime.name())
 

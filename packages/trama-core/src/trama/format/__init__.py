@@ -29,6 +29,7 @@ from trama.format._model import (
     parent_of,
 )
 from trama.format._names import DOTTED_ID, NAME
+from trama.format._sizes import SizeExpr, SymbolRange
 from trama.format._specs import NO_DEFAULT, PARAMETER_TYPES, Exporter, OpRegistry, OpSpec, ParameterSchema, value_type
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ __all__ = [
     "ParameterValue",
     "Problem",
     "Ref",
+    "SizeExpr",
+    "SymbolRange",
     "Tensor",
     "TensorSource",
     "ValueFact",

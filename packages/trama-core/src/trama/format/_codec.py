@@ -13,13 +13,14 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trama.errors import FormatVersionError, SchemaError, TramaError, ValidationError, pointer_token
-from trama.format._compact import encode_fact
+from trama.errors import FormatVersionError, SchemaError, TramaError, ValidationError, WriteError, pointer_token
+from trama.format._compact import encode_fact, encode_symbols
 from trama.format._expand import expand_document
 from trama.format._jsontext import Blob
 from trama.format._legacy import upgrade_legacy
 from trama.format._model import Model, Node, Parameter, Ref, ValueFact, parent_of
 from trama.format._names import MAX_NODE_DEPTH, depth_of, is_op_name, op_name_problem, shown_name
+from trama.format._sizes import SizeExpr, SymbolRange, has_sizes
 from trama.format._stack import in_nested_room
 from trama.format._tensor import CHECKSUM, MAX_RANK, Tensor, TensorSource, check_shape, inline_checksum
 from trama.version import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION, LEGACY_FORMAT_VERSIONS
@@ -27,6 +28,7 @@ from trama.version import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION, LEGACY_FOR
 __all__ = [
     "MAX_FACT_DIM",
     "ExternalResolver",
+    "check_flat_writable",
     "decode_document",
     "encode_document",
     "fact_shape_problem",
@@ -44,7 +46,18 @@ MAX_DEPTH = 100
 MAX_FACT_DIM = 2**63 - 1
 _VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\Z")
 _TOP_KEYS = frozenset(
-    {"format_version", "metadata", "opsets", "inputs", "input_facts", "outputs", "output_facts", "nodes", "parameters"}
+    {
+        "format_version",
+        "metadata",
+        "opsets",
+        "inputs",
+        "input_facts",
+        "symbols",
+        "outputs",
+        "output_facts",
+        "nodes",
+        "parameters",
+    }
 )
 _NODE_KEYS = frozenset({"id", "parent", "op", "inputs", "outputs", "parameters", "output_bindings", "metadata"})
 _REQUIRED_NODE_KEYS = ("id", "parent", "op", "inputs", "outputs", "parameters", "output_bindings")
@@ -62,6 +75,8 @@ NESTED_SINCE = (1, 3)
 #: The last format version of the flat shape, which :func:`encode_document` writes.
 FLAT_VERSION = "1.2"
 _ENTRY_KEYS = frozenset({"value", "learnable", "checksum"})
+#: The members of a symbol's range (``"symbols": {"seq": {"min": 1, "max": 64}}``).
+_RANGE_KEYS = frozenset({"min", "max"})
 
 
 def parse_format_version(raw: Any) -> tuple[int, int]:
@@ -153,6 +168,7 @@ def _decode_flat(
         opsets=decoder.opsets(raw.get("opsets", {})),
         input_facts=decoder.facts(raw.get("input_facts"), len(inputs), "/input_facts"),
         output_facts=decoder.facts(raw.get("output_facts"), len(outputs), "/output_facts"),
+        symbols=decoder.symbols(raw["symbols"]) if "symbols" in raw else None,
         source_format_version=source_version,
     )
 
@@ -458,6 +474,8 @@ class _Decoder:
     def value(self, value: Any, where: str) -> Any:
         kind = type(value)
         if kind is dict:
+            if "size" in value:
+                return size_value(value, where)
             return self.tensor(value, where)
         if kind is list:
             return self.list_value(value, where)
@@ -468,18 +486,32 @@ class _Decoder:
         raise SchemaError(f"unsupported value {_short(value)}", location=where)  # pragma: no cover
 
     def list_value(self, value: list[Any], where: str, depth: int = 1) -> list[Any]:
-        """Lists (``kernel_size``, ``normalized_shape``...) hold scalars and lists, no tensors."""
+        """Lists (``kernel_size``, ``normalized_shape``...) hold scalars, sizes and lists, no
+        tensors. A list is kept as it was read unless it holds a size: then it is a new list, each
+        ``{"size": text}`` in it a :class:`SizeExpr` (the parsed data is never changed)."""
         if depth > MAX_DEPTH:
             raise SchemaError(f"a list value nests more than {MAX_DEPTH} levels deep", location=where)
+        result = value
         for k, item in enumerate(value):
             kind = type(item)
             if kind is list:
-                self.list_value(item, f"{where}/{k}", depth + 1)
+                inner = self.list_value(item, f"{where}/{k}", depth + 1)
+                if inner is not item:
+                    if result is value:
+                        result = list(value)
+                    result[k] = inner
             elif kind is dict:
-                raise SchemaError("a list value may hold scalars and lists only, not objects", location=f"{where}/{k}")
+                if "size" not in item:
+                    raise SchemaError(
+                        'a list value may hold scalars, lists and sizes ({"size": text}), not other objects',
+                        location=f"{where}/{k}",
+                    )
+                if result is value:
+                    result = list(value)
+                result[k] = size_value(item, f"{where}/{k}")
             elif kind is float and not math.isfinite(item):
                 raise SchemaError(f"{item} is not a JSON number", location=f"{where}/{k}")
-        return value
+        return result
 
     def tensor(
         self, value: dict[str, Any], where: str, *, checksum: str | None = None, entry: str | None = None
@@ -548,6 +580,29 @@ class _Decoder:
                 )
         return value
 
+    def symbols(self, value: Any) -> dict[str, SymbolRange]:
+        """The top-level ``symbols``: each symbol's range, ``{"min"?: integer, "max"?: integer}``,
+        each bound from 0 to 2**63 - 1. That each symbol is named by an input fact and that
+        ``min <= max`` are structural rules (:mod:`trama.format._validation`)."""
+        if type(value) is not dict:
+            raise SchemaError(
+                f'symbols must be an object: symbol -> {{"min"?, "max"?}}, got {_json_type(value)}', location="/symbols"
+            )
+        ranges: dict[str, SymbolRange] = {}
+        for name, bounds in value.items():
+            here = f"/symbols/{pointer_token(name)}"
+            if type(bounds) is not dict or not bounds.keys() <= _RANGE_KEYS:
+                raise SchemaError(
+                    f'a symbol\'s range is {{"min"?: integer, "max"?: integer}}, got {_short(bounds)}', location=here
+                )
+            for key, bound in bounds.items():
+                if type(bound) is not int or not 0 <= bound <= MAX_FACT_DIM:
+                    raise SchemaError(
+                        f"{key} must be an integer from 0 to 2**63 - 1, got {_short(bound)}", location=f"{here}/{key}"
+                    )
+            ranges[name] = SymbolRange(bounds.get("min"), bounds.get("max"))
+        return ranges
+
     def facts(self, value: Any, count: int, where: str) -> list[ValueFact | None] | None:
         if value is None:
             return None
@@ -591,6 +646,16 @@ def fact_shape_problem(shape: Any) -> tuple[str, int | None] | None:
         if type(dim) is int and dim > MAX_FACT_DIM:
             return f"dimension {_short(dim)} does not fit a signed 64-bit integer (at most 2**63 - 1)", k
     return None
+
+
+def size_value(value: dict[str, Any], where: str) -> SizeExpr:
+    """A setting value ``{"size": text}`` (``docs/format.md``, section 5.6): exactly that one
+    member, whose text parses; anything else is a :class:`~trama.SchemaError` at ``where``."""
+    if len(value) != 1:
+        raise SchemaError(
+            f'a size is {{"size": text}} with no other member, got the fields {_short(sorted(value))}', location=where
+        )
+    return SizeExpr.parse(value["size"], where)
 
 
 def _check_depth(value: Any, where: str) -> None:
@@ -638,12 +703,33 @@ def encode_document(
     doc["inputs"] = list(model.inputs)
     if model.input_facts is not None:
         doc["input_facts"] = [encode_fact(f) for f in model.input_facts]
+    if model.symbols is not None:
+        doc["symbols"] = encode_symbols(model.symbols)
     doc["outputs"] = [_encode_ref(r) for r in model.outputs]
     if model.output_facts is not None:
         doc["output_facts"] = [encode_fact(f) for f in model.output_facts]
     doc["nodes"] = [encode_node(node) for node in model.nodes] if nodes is None else nodes
     doc["parameters"] = {name: _encode_entry(name, entry, tensor, checksum) for name, entry in model.parameters.items()}
     return doc
+
+
+def check_flat_writable(model: Model) -> None:
+    """Refuse to write ``model`` in the flat form of format 1.2 when it holds what 1.2 readers
+    cannot read: a size (:class:`SizeExpr`) in a setting, or the ``symbols`` member (both new in
+    1.3). :func:`encode_document` itself carries them, for the 1.3 reader's expansion and tests."""
+    if model.symbols is not None:
+        raise WriteError(
+            f"format {FLAT_VERSION} has no 'symbols' (the ranges of the input symbols are new in "
+            f"{NESTED_SINCE[0]}.{NESTED_SINCE[1]}); write this model in format {FORMAT_VERSION}",
+            location="/symbols",
+        )
+    for name, entry in model.parameters.items():
+        if has_sizes(entry.value):
+            raise WriteError(
+                f"format {FLAT_VERSION} has no sizes that depend on the inputs, and entry {name!r} holds one "
+                f"({_short(entry.value)}); write this model in format {FORMAT_VERSION}",
+                location=f"/parameters/{pointer_token(name)}/value",
+            )
 
 
 def _inline_checksum(name: str, tensor: Tensor) -> str:
@@ -693,4 +779,6 @@ def _encode_value(name: str, value: Any, tensor: Callable[[str, Tensor], dict[st
         return tensor(name, value)
     if isinstance(value, (list, tuple)):
         return [_encode_value(name, item, tensor) for item in value]
+    if isinstance(value, SizeExpr):
+        return {"size": value.text}
     return value

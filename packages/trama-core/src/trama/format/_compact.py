@@ -13,7 +13,10 @@ Why this layout. A reviewer reads a document top-down and diffs it in code revie
   checksums of its own tensors;
 * references are short strings in the scope they are read in (``"q_proj"``, ``"rotary.cos"``,
   ``"%hidden_states"``), and an external tensor is its dtype, shape and checksum, the weights
-  file being named once for the document.
+  file being named once for the document;
+* a size that depends on the inputs (:class:`~trama.format.SizeExpr`) is a plain setting,
+  written ``{"size": text}`` wherever a plain value or a list item is (the JSON encoder's
+  ``default`` writes it, so that other values pay nothing for it).
 
 The in-memory :class:`~trama.Model` stays flat: :mod:`trama.format._expand` gives a 1.3 text
 back as that model, and this module never changes what the model means (a 1.2 document
@@ -26,12 +29,13 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable, Container, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from trama.format._external import safetensors_key
 from trama.format._model import INPUT, Model, Node, Parameter, Ref, ValueFact
 from trama.format._names import is_op_name
+from trama.format._sizes import SizeExpr, SymbolRange
 from trama.format._stack import nested_room
 
 if TYPE_CHECKING:
@@ -56,12 +60,21 @@ __all__ = [
     "XXH3_PREFIX",
     "block_name",
     "encode_fact",
+    "encode_symbols",
     "model_pieces_13",
     "reference_text",
     "short_checksum",
 ]
 
-_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+
+def _json_default(value: Any) -> Any:
+    """What the encoder writes for a value JSON has no form for: a size is ``{"size": text}``."""
+    if isinstance(value, SizeExpr):
+        return {"size": value.text}
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_json_default).encode
 _ONLY_Y = [SOLE_OUTPUT]
 #: What each level of nesting indents a node's line by.
 _INDENT = " "
@@ -538,6 +551,8 @@ def model_pieces_13(
     yield f',\n"inputs":{_dumps(list(model.inputs))}'
     if model.input_facts is not None:
         yield f',\n"input_facts":{_dumps([encode_fact(f) for f in model.input_facts])}'
+    if model.symbols is not None:
+        yield f',\n"symbols":{_dumps(encode_symbols(model.symbols))}'
     top_outputs = [reference_text(ref, writer.outputs_of, "") for ref in model.outputs]
     yield f',\n"outputs":{_dumps(top_outputs)}'
     if model.output_facts is not None:
@@ -607,6 +622,20 @@ def encode_fact(fact: ValueFact | None) -> dict[str, Any] | None:
     if fact.shape is not None:
         out["shape"] = list(fact.shape)
     return out
+
+
+def encode_symbols(symbols: Mapping[str, SymbolRange]) -> dict[str, dict[str, int]]:
+    """The ranges of the input symbols as both forms of the format write them (``symbols``):
+    each bound that is known, ``{"min": 1, "max": 64}``, ``{}`` for none."""
+    encoded: dict[str, dict[str, int]] = {}
+    for name, bounds in symbols.items():
+        members: dict[str, int] = {}
+        if bounds.min is not None:
+            members["min"] = bounds.min
+        if bounds.max is not None:
+            members["max"] = bounds.max
+        encoded[name] = members
+    return encoded
 
 
 def _plain(value: Any) -> Any:

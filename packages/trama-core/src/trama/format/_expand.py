@@ -47,6 +47,7 @@ _TOP_KEYS = frozenset(
         "opsets",
         "inputs",
         "input_facts",
+        "symbols",
         "outputs",
         "output_facts",
         "weights",
@@ -389,16 +390,19 @@ class _Expander:
         return slots
 
     def entry(self, value: Any, where: str, name: str, instance: _Instance | None) -> dict[str, Any]:
-        """The 1.2 entry a 1.3 value stands for."""
+        """The 1.2 entry a 1.3 value stands for. An object with ``size`` is a size, a plain
+        setting (the flat decoder reads it, and refuses one with other members there)."""
         if type(value) is not dict:
+            return {"value": value, "learnable": False}
+        if "size" in value:
             return {"value": value, "learnable": False}
         if "shape" in value:
             return self.tensor(value, where, name, instance)
         if set(value) == {"value", "learnable"}:
             return dict(value)
         raise SchemaError(
-            'an object here is a tensor ({"shape": ...}), a reference to the table ({"ref": ...}) or '
-            f'{{"value": ..., "learnable": ...}}, got members {sorted(value)}',
+            'an object here is a tensor ({"shape": ...}), a reference to the table ({"ref": ...}), a size '
+            f'({{"size": text}}) or {{"value": ..., "learnable": ...}}, got members {sorted(value)}',
             location=where,
         )
 
@@ -543,7 +547,7 @@ def _expand_document(raw: dict[str, Any], *, strict: bool) -> tuple[dict[str, An
         if name not in expander.used_blocks:
             raise SchemaError(f"block {name!r} is used by no node", location=f"/blocks/{pointer_token(name)}")
     flat: dict[str, Any] = {"format_version": raw["format_version"]}
-    for key in ("metadata", "opsets", "inputs", "input_facts"):
+    for key in ("metadata", "opsets", "inputs", "input_facts", "symbols"):
         if key in raw:
             flat[key] = raw[key]
     flat["outputs"] = flat_outputs

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 from trama.format._lazy import is_tensor
 
 if TYPE_CHECKING:
+    from trama.format._sizes import SizeExpr, SymbolRange
     from trama.format._tensor import Tensor
 
 __all__ = [
@@ -40,7 +41,8 @@ INPUT = "%input"
 JSONValue: TypeAlias = Any
 
 #: What a parameter entry may hold. Lists hold scalars or lists (e.g. ``kernel_size``).
-ParameterValue: TypeAlias = "Tensor | bool | int | float | str | list[Any] | None"
+#: A :class:`~trama.format.SizeExpr` is a size computed from the input symbols when the model runs.
+ParameterValue: TypeAlias = "Tensor | SizeExpr | bool | int | float | str | list[Any] | None"
 
 
 class Ref(NamedTuple):
@@ -183,6 +185,9 @@ class Model:
     #: Facts about each model input and output, aligned with ``inputs`` / ``outputs``.
     input_facts: list[ValueFact | None] | None = None
     output_facts: list[ValueFact | None] | None = None
+    #: The sizes each input symbol may take (``{"seq": SymbolRange(max=64)}``), where the
+    #: exporter knows a bound; a symbol not listed may be any size.
+    symbols: dict[str, SymbolRange] | None = None
     #: The ``format_version`` of the file this model was read from (``None`` if built in memory).
     source_format_version: str | None = None
     #: Where each node and entry was written in the nested (1.3) text this model was read from,

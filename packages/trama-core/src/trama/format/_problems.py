@@ -391,7 +391,7 @@ def _schema_validator(blobs: dict[str, Blob], defs: dict[str, Any]) -> Any:
 
     def ref(validator: Any, reference: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
         if reference == "#/$defs/list" and type(instance) is list:
-            yield from _list_errors(instance)
+            yield from _list_errors(validator, instance)
         else:
             yield from plain_ref(validator, reference, instance, schema)
 
@@ -428,9 +428,11 @@ def _pattern_message(regex: str, instance: str) -> str:
 _SEGMENT_LIMITS = {NODE_ID_PATTERN: MAX_NODE_DEPTH, ENTRY_NAME_PATTERN: MAX_ENTRY_SEGMENTS}
 
 
-def _list_errors(value: list[Any]) -> Iterator[jsonschema.ValidationError]:
-    """A list value's errors as ``$defs/list`` gives them (its items are scalars or lists), found
-    with a stack: JSON lets a list nest as deep as the parser allows."""
+def _list_errors(validator: Any, value: list[Any]) -> Iterator[jsonschema.ValidationError]:
+    """A list value's errors as ``$defs/list`` gives them (its items are scalars, sizes or
+    lists), found with a stack: JSON lets a list nest as deep as the parser allows. An object
+    with ``size`` is meant as a size and is checked against ``$defs/size``; any other object
+    is no item a list may hold."""
     import jsonschema
 
     stack: list[tuple[list[Any], tuple[int, ...]]] = [(value, ())]
@@ -441,9 +443,14 @@ def _list_errors(value: list[Any]) -> Iterator[jsonschema.ValidationError]:
             if kind is list:
                 stack.append((item, (*path, k)))
             elif kind is dict:
-                yield jsonschema.ValidationError(
-                    f"{item!r} is not valid under any of the given schemas", path=[*path, k], instance=item
-                )
+                if "size" not in item:
+                    yield jsonschema.ValidationError(
+                        f"{item!r} is not valid under any of the given schemas", path=[*path, k], instance=item
+                    )
+                    continue
+                for error in validator.descend(item, {"$ref": "#/$defs/size"}):
+                    error.path.extendleft(reversed((*path, k)))
+                    yield error
 
 
 @functools.lru_cache(maxsize=64)

@@ -17,6 +17,7 @@ from typing import Any
 from trama.format._codec import FLAT_VERSION, MAX_FACT_DIM, NESTED_SINCE
 from trama.format._dtypes import DTYPE_NAMES
 from trama.format._names import MAX_ENTRY_SEGMENTS, MAX_NAME_LENGTH, MAX_NODE_DEPTH, SEGMENT
+from trama.format._sizes import MAX_SIZE_TEXT
 from trama.format._tensor import MAX_RANK
 from trama.version import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
 
@@ -81,6 +82,20 @@ _COMMON_MEMBERS: dict[str, Any] = {
     },
     "inputs": {"type": "array", "items": {"type": "string", "pattern": _NAME}},
     "input_facts": {"type": ["array", "null"], "items": {"$ref": "#/$defs/fact"}},
+    "symbols": {
+        "type": "object",
+        "description": "The sizes each symbol of the input facts' shapes may take, bounds included "
+        "(docs/format.md, section 5.6).",
+        "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "not": {"enum": ["min", "max"]}},
+        "additionalProperties": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "min": {"type": "integer", "minimum": 0, "maximum": MAX_FACT_DIM},
+                "max": {"type": "integer", "minimum": 0, "maximum": MAX_FACT_DIM},
+            },
+        },
+    },
     "output_facts": {"type": ["array", "null"], "items": {"$ref": "#/$defs/fact"}},
 }
 
@@ -111,9 +126,27 @@ _COMMON_DEFS: dict[str, Any] = {
             {"$ref": "#/$defs/list"},
             {"$ref": "#/$defs/tensor"},
             {"$ref": "#/$defs/external_tensor"},
+            {"$ref": "#/$defs/size"},
         ]
     },
-    "list": {"type": "array", "items": {"anyOf": [_SCALAR, {"$ref": "#/$defs/list"}]}},
+    # An item that is an object with "size" is a size (a reader tells it by that member, as it
+    # tells a node's kind by its members); any other item is a scalar or a list.
+    "list": {
+        "type": "array",
+        "items": {
+            "if": {"type": "object", "required": ["size"]},
+            "then": {"$ref": "#/$defs/size"},
+            "else": {"anyOf": [_SCALAR, {"$ref": "#/$defs/list"}]},
+        },
+    },
+    "size": {
+        "type": "object",
+        "description": "A size computed from the input symbols when the model runs: an expression over the "
+        "symbols of the input facts' shapes (docs/format.md, section 5.6).",
+        "required": ["size"],
+        "additionalProperties": False,
+        "properties": {"size": {"type": "string", "minLength": 1, "maxLength": MAX_SIZE_TEXT}},
+    },
     "shape": {"type": "array", "maxItems": MAX_RANK, "items": {"type": "integer", "minimum": 0}},
     "tensor": {
         "type": "object",
@@ -167,6 +200,7 @@ _FLAT_SCHEMA: dict[str, Any] = {
         "opsets": _COMMON_MEMBERS["opsets"],
         "inputs": _COMMON_MEMBERS["inputs"],
         "input_facts": _COMMON_MEMBERS["input_facts"],
+        "symbols": _COMMON_MEMBERS["symbols"],
         "outputs": {"type": "array", "items": {"$ref": "#/$defs/ref"}},
         "output_facts": _COMMON_MEMBERS["output_facts"],
         "nodes": {"type": "array", "items": {"$ref": "#/$defs/node"}},
@@ -235,7 +269,7 @@ _FLAT_SCHEMA: dict[str, Any] = {
             ),
             "dependentSchemas": {"checksum": {"properties": {"value": {"$ref": "#/$defs/tensor"}}}},
         },
-        **{key: _COMMON_DEFS[key] for key in ("value", "list", "shape", "tensor", "external_tensor")},
+        **{key: _COMMON_DEFS[key] for key in ("value", "list", "size", "shape", "tensor", "external_tensor")},
     },
 }
 
@@ -355,7 +389,14 @@ def _scoped_defs(where: str) -> dict[str, Any]:
             "an entry of the document's parameters.",
             # (the forms an object takes in the order they are tried: a table reference, the most
             # frequent in a document and the quickest to check, first)
-            "anyOf": [_SCALAR, _def("list"), _def("entry_ref"), _def("own_tensor", where), _def("entry")],
+            "anyOf": [
+                _SCALAR,
+                _def("list"),
+                _def("entry_ref"),
+                _def("own_tensor", where),
+                _def("entry"),
+                _def("size"),
+            ],
         },
         f"own_tensor{where}": _own_tensor(where),
     }
@@ -375,7 +416,7 @@ _NESTED_SCHEMA: dict[str, Any] = {
         # This version or an older nested minor of it: a newer minor may add fields that
         # additionalProperties would refuse.
         "format_version": {"type": "string", "pattern": _versions(NESTED_SINCE[1], FORMAT_MINOR)},
-        **{key: _COMMON_MEMBERS[key] for key in ("metadata", "opsets", "inputs", "input_facts")},
+        **{key: _COMMON_MEMBERS[key] for key in ("metadata", "opsets", "inputs", "input_facts", "symbols")},
         "outputs": {"type": "array", "items": _def("ref")},
         "output_facts": _COMMON_MEMBERS["output_facts"],
         "weights": {
@@ -442,7 +483,7 @@ _NESTED_SCHEMA: dict[str, Any] = {
         ),
         "table_value": {
             "description": "An entry of the document's parameters.",
-            "anyOf": [_SCALAR, _def("list"), _def("own_tensor"), _def("entry")],
+            "anyOf": [_SCALAR, _def("list"), _def("own_tensor"), _def("entry"), _def("size")],
         },
         "instance_tensor": {
             "description": "The values of a tensor its block leaves open: its checksum (it is in the "
@@ -463,7 +504,7 @@ _NESTED_SCHEMA: dict[str, Any] = {
             {"ref": {"type": "string", "pattern": ENTRY_NAME_PATTERN}},
             "The slot holds this entry of the document's parameters (shared or tied values).",
         ),
-        **{key: _COMMON_DEFS[key] for key in ("value", "list", "shape", "tensor", "external_tensor")},
+        **{key: _COMMON_DEFS[key] for key in ("value", "list", "size", "shape", "tensor", "external_tensor")},
     },
 }
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from trama.errors import TramaError, WeightsFileError, WriteError
 from trama.format import _commit
-from trama.format._codec import FLAT_VERSION, _inline_checksum, decode_document
+from trama.format._codec import FLAT_VERSION, _inline_checksum, check_flat_writable, decode_document
 from trama.format._compact import model_pieces_13, short_checksum
 from trama.format._dtypes import numpy_dtype
 from trama.format._external import (
@@ -251,7 +251,7 @@ def dumps(model: Model, *, format_version: str = FORMAT_VERSION) -> str:
     """The document as text, tensors inline as base64; ``format_version="1.2"`` writes the
     flat form of format 1.2 (one object per node, every value in the table), for a reader
     that predates 1.3."""
-    flat = _flat(format_version)
+    flat = _flat(format_version, model)
     with gc_paused(), _proving(model) as proof:  # as in dump
         text = "".join(
             piece if isinstance(piece, str) else piece.decode("ascii")
@@ -290,10 +290,15 @@ def _proving(model: Model) -> Iterator[StructureProof]:
     raise failure
 
 
-def _flat(format_version: str) -> bool:
+def _flat(format_version: str, model: Model) -> bool:
+    """Whether to write the flat form; a model the flat form cannot hold (sizes, symbols) is
+    refused there, before anything is written."""
     if format_version not in WRITABLE_VERSIONS:
         raise ValueError(f"format_version must be one of {list(WRITABLE_VERSIONS)}, got {format_version!r}")
-    return format_version == FLAT_VERSION
+    if format_version == FLAT_VERSION:
+        check_flat_writable(model)
+        return True
+    return False
 
 
 def _pieces(
@@ -373,7 +378,7 @@ def dump(
     # no cycles: the collector, triggered by their count, would rescan the whole model again and
     # again. The model is proven valid as its text is made (_proving): nothing is committed, and
     # no text returned, before it is.
-    flat = _flat(format_version)
+    flat = _flat(format_version, model)
     with gc_paused(), _proving(model) as proof:
         if weights not in ("inline", "external"):
             raise ValueError(f"weights must be 'inline' or 'external', got {weights!r}")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from trama.errors import RegistryError
 from trama.format._lazy import is_tensor
+from trama.format._sizes import SizeExpr
 
 if TYPE_CHECKING:
     from trama.format._model import Node, Parameter
@@ -54,6 +55,8 @@ def value_type(value: Any) -> str:
         return "string"
     if isinstance(value, (list, tuple)):
         return "list"
+    if isinstance(value, SizeExpr):
+        return "size"
     return type(value).__name__
 
 
@@ -110,6 +113,8 @@ class ParameterSchema:
         if "any" in self.types:
             return True
         kind = value_type(value)
+        if kind == "size":  # a number once the input sizes are known
+            return "int" in self.types or "float" in self.types
         return kind in self.types or (kind == "int" and "float" in self.types)
 
 
@@ -170,6 +175,10 @@ class OpRegistry:
         #: The framework whose implementations the factories are (``None`` for a neutral or
         #: hand-made registry); used to say what is missing when an op has no factory.
         self.framework = framework
+        #: How this framework runs a leaf whose settings depend on the input sizes: a callable
+        #: that wraps a :class:`~trama.conversion.SizedNode` in the framework's kind of object
+        #: (``None``: it cannot; see :func:`trama.conversion.build_node`).
+        self.sized: Any = None
         self._specs: dict[str, OpSpec] = {}
         self._exporters: list[Exporter] = []
         for spec in specs:

@@ -48,7 +48,7 @@ from trama.format._jsontext import LiftedText
 from trama.format._memory import allocations_may_fail, can_reserve
 from trama.format._model import INPUT, Model, Node, Ref
 from trama.format._names import NAME, is_op_name
-from trama.format._validation import Declared, all_dotted, binding_errors, call_errors, table_errors
+from trama.format._validation import Declared, all_dotted, binding_errors, call_errors, symbol_errors, table_errors
 from trama.version import FORMAT_MAJOR
 
 __all__ = ["decode_typed"]
@@ -91,6 +91,7 @@ class _Document(Struct, forbid_unknown_fields=True, gc=False):
     opsets: Any = UNSET
     input_facts: Any = UNSET
     output_facts: Any = UNSET
+    symbols: Any = UNSET
 
 
 _DECODER = msgspec.json.Decoder(_Document)
@@ -158,7 +159,7 @@ def _build(document: _Document, decoder: _Decoder, colons: int) -> tuple[Model, 
 
     # The document's five required members, its outputs' two each, its free-form parts.
     members = 5 + 2 * len(document.outputs) + _colons(document.parameters)
-    for part in (document.metadata, document.opsets, document.input_facts, document.output_facts):
+    for part in (document.metadata, document.opsets, document.input_facts, document.output_facts, document.symbols):
         if part is not UNSET:
             members += 1 + _colons(part)
     inputs = document.inputs
@@ -277,6 +278,7 @@ def _build(document: _Document, decoder: _Decoder, colons: int) -> tuple[Model, 
     raw_opsets = document.opsets
     raw_input_facts = document.input_facts
     raw_output_facts = document.output_facts
+    raw_symbols = document.symbols
     outputs = [_new_ref(Ref, (ref.node, ref.output)) for ref in document.outputs]
     model = Model(
         inputs=inputs,
@@ -289,6 +291,7 @@ def _build(document: _Document, decoder: _Decoder, colons: int) -> tuple[Model, 
         output_facts=decoder.facts(
             None if raw_output_facts is UNSET else raw_output_facts, len(outputs), "/output_facts"
         ),
+        symbols=None if raw_symbols is UNSET else decoder.symbols(raw_symbols),
         source_format_version=document.format_version,
     )
     if sound:
@@ -301,6 +304,8 @@ def _build(document: _Document, decoder: _Decoder, colons: int) -> tuple[Model, 
         if calling and call_errors(nodes, calling, declared.by_id()):
             problems.append("calls")
         table_errors(model, declared, model_inputs, fail)
+        if model.symbols is not None:  # the one model-level rule the decoding does not prove
+            symbol_errors(model, fail)
         sound = not problems
     return model, sound
 

@@ -63,6 +63,7 @@ class _Document(Struct, forbid_unknown_fields=True, gc=False):
     metadata: Any = UNSET
     opsets: Any = UNSET
     input_facts: Any = UNSET
+    symbols: Any = UNSET
     output_facts: Any = UNSET
     weights: Any = UNSET
     blocks: Any = UNSET
@@ -140,7 +141,7 @@ class _Builder:
     def model(self, colons: int) -> Model:
         document = self.document
         self.members = 4 + (0 if document.weights is UNSET else 1 + self.colons(document.weights))
-        for part in (document.metadata, document.opsets, document.input_facts, document.output_facts):
+        for part in (document.metadata, document.opsets, document.input_facts, document.symbols, document.output_facts):
             if part is not UNSET:
                 self.members += 1 + self.colons(part)
         model_inputs = set(document.inputs)
@@ -166,6 +167,7 @@ class _Builder:
             output_facts=decoder.facts(
                 None if document.output_facts is UNSET else document.output_facts, len(outputs), "/output_facts"
             ),
+            symbols=None if document.symbols is UNSET else decoder.symbols(document.symbols),
             source_format_version="1.3",
             source_places=self.expander.places,
         )

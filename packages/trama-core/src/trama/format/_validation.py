@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Container, Iterable
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
-from trama.errors import RegistryError, TramaError, ValidationError, pointer_token
+from trama.errors import RegistryError, SchemaError, TramaError, ValidationError, pointer_token
 from trama.format._calls import call_cycle
-from trama.format._codec import fact_shape_problem
+from trama.format._codec import MAX_FACT_DIM, fact_shape_problem
 from trama.format._model import INPUT, Model, Node, Ref
 from trama.format._names import (
     DOTTED_ID,
@@ -28,6 +28,7 @@ from trama.format._names import (
     op_name_problem,
     shown_name,
 )
+from trama.format._sizes import SizeExpr, SymbolRange, is_symbol_name
 from trama.format._specs import OpRegistry, value_type
 from trama.format._tensor import Tensor
 
@@ -45,6 +46,7 @@ __all__ = [
     "ref_problem",
     "registry_errors",
     "structural_errors",
+    "symbol_errors",
     "table_errors",
     "validate",
 ]
@@ -175,7 +177,44 @@ def model_level_errors(model: Model, fail: Fail) -> set[str]:
         _check_fact(fact, f"/input_facts/{k}", fail)
     for k, fact in enumerate(model.output_facts or ()):
         _check_fact(fact, f"/output_facts/{k}", fail)
+    if model.symbols is not None:
+        symbol_errors(model, fail)
     return model_inputs
+
+
+def input_symbols(model: Model) -> set[str]:
+    """The symbols the input facts name: every dimension of their shapes that is a name."""
+    return {
+        dim for fact in model.input_facts or () for dim in (getattr(fact, "shape", None) or ()) if isinstance(dim, str)
+    }
+
+
+def symbol_errors(model: Model, fail: Fail) -> None:
+    """The ranges of ``symbols``: each for a symbol that an input fact's shape names, with
+    bounds from 0 to 2**63 - 1 and ``min <= max`` (the decoder has checked a document's types;
+    this checks a model built in memory too)."""
+    symbols: Any = model.symbols  # a model built in memory may hold anything here
+    if symbols is None:
+        return
+    if not isinstance(symbols, dict):
+        fail(f"symbols must be a dict of SymbolRange, got {type(symbols).__name__}", "/symbols")
+        return
+    named = input_symbols(model)
+    for name, bounds in symbols.items():
+        where = f"/symbols/{pointer_token(name) if isinstance(name, str) else name}"
+        if not isinstance(name, str) or not is_symbol_name(name):
+            fail(f"{name!r} is not a symbol name (an identifier other than min and max)", where)
+        elif name not in named:
+            fail(f"symbol {name!r} is named by no input fact's shape", where)
+        if not isinstance(bounds, SymbolRange):
+            fail(f"a symbol's range is a SymbolRange, got {type(bounds).__name__}", where)
+            continue
+        low, high = bounds.min, bounds.max
+        for key, bound in (("min", low), ("max", high)):
+            if bound is not None and (type(bound) is not int or not 0 <= bound <= MAX_FACT_DIM):
+                fail(f"{key} must be an integer from 0 to 2**63 - 1, got {bound!r}", f"{where}/{key}")
+        if type(low) is int and type(high) is int and low > high:
+            fail(f"symbol {name!r} has min {low} greater than max {high}", where)
 
 
 def ref_problem(ref: Ref, scope: str | None, scope_inputs: object, declared: Declared, position: int) -> str | None:
@@ -521,6 +560,7 @@ def table_errors(
                     node.id,
                 )
             referenced.add(key)
+    sized: set[str] = set()
     for name in table:
         where = f"/parameters/{pointer_token(name)}"
         problem = _dotted_problem(name, MAX_ENTRY_SEGMENTS)
@@ -532,7 +572,51 @@ def table_errors(
             fail(f"parameter {name!r} is not referenced by any node", where)
         problem = _value_problem(table[name].value)
         if problem is not None:
-            fail(f"parameter {name!r} cannot be stored: {problem}", f"{where}/value")
+            if problem is _SIZED:
+                sized.add(name)
+            else:
+                fail(f"parameter {name!r} cannot be stored: {problem}", f"{where}/value")
+    if sized:
+        size_errors(model, sized, fail)
+
+
+def size_errors(model: Model, sized: Container[str], fail: Fail) -> None:
+    """The sizes of the entries ``sized`` (those whose value holds a :class:`SizeExpr`), at
+    each slot that names one: each text parses, and every symbol it reads is named by an input
+    fact's shape, since a runtime binds the symbols from the inputs' shapes."""
+    named = input_symbols(model)
+    table = model.parameters
+    for i, node in enumerate(model.nodes):
+        for slot, key in node.parameters.items():
+            if key not in sized:
+                continue
+            where = f"/nodes/{i}/parameters/{pointer_token(slot)}"
+            for size in _sizes_in(table[key].value):
+                try:
+                    symbols = SizeExpr.parse(size.text).symbols
+                except SchemaError as error:
+                    fail(
+                        f"slot {slot!r} (entry {key!r}) holds a size that does not parse: {error.message}",
+                        where,
+                        node.id,
+                    )
+                    continue
+                for symbol in sorted(symbols - named):
+                    fail(
+                        f"slot {slot!r} (entry {key!r}) holds the size {size.text!r}, which reads the symbol "
+                        f"{symbol!r}, but no input fact's shape names it",
+                        where,
+                        node.id,
+                    )
+
+
+def _sizes_in(value: object) -> list[SizeExpr]:
+    """The sizes in a setting value, at any depth of its lists."""
+    if isinstance(value, SizeExpr):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [size for item in value for size in _sizes_in(item)]
+    return []
 
 
 def call_errors(nodes: list[Node], calling: list[int], by_id: dict[str, Node]) -> list[TramaError]:
@@ -672,21 +756,32 @@ def _check_fact(fact: object, where: str, fail: Callable[[str, str], None]) -> N
             fail(message, f"{where}/shape" if dim is None else f"{where}/shape/{dim}")
 
 
+#: What :func:`_value_problem` says of a value that holds a size and nothing wrong: its sizes
+#: are checked against the input symbols (:func:`size_errors`).
+_SIZED = "holds a size"
+
+
 def _value_problem(value: object) -> str | None:
-    """Why a parameter value has no form in a document (``None`` when it has one)."""
+    """Why a parameter value has no form in a document (``None`` when it has one, and
+    :data:`_SIZED` when it has one and holds a :class:`SizeExpr`)."""
     if value is None or isinstance(value, (Tensor, bool, int, str)):
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{value} is not a JSON number (store it as a 0-d tensor)"
     if isinstance(value, (list, tuple)):
+        sized = None
         for item in value:
             if isinstance(item, Tensor):
-                return "a list value may hold scalars and lists only, not tensors"
+                return "a list value may hold scalars, sizes and lists only, not tensors"
             problem = _value_problem(item)
             if problem is not None:
-                return problem
-        return None
-    return f"a value of type {type(value).__name__} is not a tensor, bool, int, float, string, null or list"
+                if problem is not _SIZED:
+                    return problem
+                sized = _SIZED
+        return sized
+    if isinstance(value, SizeExpr):
+        return _SIZED if type(value.text) is str else f"a size's text is a string, got {type(value.text).__name__}"
+    return f"a value of type {type(value).__name__} is not a tensor, bool, int, float, string, null, size or list"
 
 
 def registry_errors(model: Model, registry: OpRegistry, *, allow_unknown_ops: bool = False) -> list[TramaError]:

@@ -136,6 +136,7 @@ from typing import Any
 
 from trama.format._lazy import is_tensor
 from trama.format._model import Model, Node, Parameter, Ref, ValueFact, children_by_parent, parent_of
+from trama.format._sizes import SizeExpr
 from trama.format._specs import NO_DEFAULT, OpSpec, value_type
 from trama.tools._repeats import repeated_blocks
 from trama.version import FORMAT_VERSION
@@ -252,9 +253,12 @@ def _json_text(value: Any, *, sort_keys: bool = False) -> str:
 
 def _literal(value: Any) -> str:
     """A setting's value as a document writes it (``true``, ``null``, ``1e-06``, ``"bool"``,
-    ``[2, 8, -1]``), whole; a tensor as its type."""
+    ``[2, 8, -1]``), whole; a tensor as its type; a size read from the inputs as its expression,
+    bare (``[batch, seq, 12, 64]``: a string would be quoted)."""
     if is_tensor(value):
         return _tensor_type(value.dtype, value.shape)
+    if isinstance(value, SizeExpr):
+        return shown(value.text)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_literal(item) for item in value) + "]"
     if value is None:

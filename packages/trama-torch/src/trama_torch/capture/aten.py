@@ -30,6 +30,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from trama import SizeExpr
+from trama_torch.capture.sizes import size_expr
 from trama_torch.capture.values import ConstTensor, Several, Sym, is_runtime
 from trama_torch.leaves.modules import implicit_softmax_dim
 
@@ -145,10 +147,37 @@ class _Node:
     def constant(self, name: str) -> Any:
         value = self.arguments.get(name)
         if isinstance(value, Sym):
-            raise _size_read(self)
+            return as_size(self, value)
         if is_runtime(value):
             raise self.missing(f"takes a tensor as {name}, which the catalog records only as a constant")
-        return list(value) if isinstance(value, tuple) else value
+        if isinstance(value, (list, tuple)):
+            return [as_size(self, item) if isinstance(item, Sym) else item for item in value]
+        return value
+
+
+def as_size(call: _Node, value: Sym) -> SizeExpr:
+    """A symbolic size as the document's expression over the input symbols
+    (:mod:`trama_torch.capture.sizes`); one it cannot write is the size read the catalog lacks."""
+    expr = size_expr(value.node)
+    if expr is None:
+        raise _size_read(call)
+    return expr
+
+
+def sizes_or_numbers(call: _Node, sizes: Any) -> list[Any]:
+    """A list of sizes (a created tensor's shape, an expansion): numbers, and expressions where
+    torch kept them symbolic; a size held in a tensor cannot be written."""
+    if isinstance(sizes, Sym) or is_runtime(sizes) or not isinstance(sizes, (list, tuple)):
+        raise _size_read(call)
+    written: list[Any] = []
+    for size in sizes:
+        if isinstance(size, Sym):
+            written.append(as_size(call, size))
+        elif is_runtime(size):
+            raise _size_read(call)
+        else:
+            written.append(int(size))
+    return written
 
 
 def _size_read(call: _Node) -> MissingOp:
@@ -187,8 +216,8 @@ Handler = Callable[[_Node], Mapped]
 def _operand(call: _Node, name: str, slot: str, ports: dict[str, Any], parameters: dict[str, Any]) -> None:
     value = call.arguments[name]
     if isinstance(value, Sym):
-        raise _size_read(call)
-    if is_runtime(value):
+        parameters[slot] = as_size(call, value)
+    elif is_runtime(value):
         ports[slot] = value
     elif isinstance(value, float) and not math.isfinite(value):
         # JSON has no inf or NaN number: a 0-d float32 tensor promotes as the Python float did
@@ -280,7 +309,7 @@ def _sizes(call: _Node, sizes: Any) -> list[int]:
     if not unknown:
         return [int(size) for size in entries]
     if len(unknown) > 1 or -1 in entries:
-        raise _size_read(call)
+        return sizes_or_numbers(call, entries)
     return [-1 if index == unknown[0] else int(size) for index, size in enumerate(entries)]
 
 
@@ -327,7 +356,11 @@ def _reshaped(call: _Node) -> Mapped:
             ):
                 end = start + merged
                 return Emit("flatten", {"x": x}, {"start_dim": start, "end_dim": end if end < len(before) - 1 else -1})
-    raise _size_read(call)
+    return Emit("reshape", {"x": x}, {"shape": sizes_or_numbers(call, [_sym_or_int(size) for size in after])})
+
+
+def _sym_or_int(size: Any) -> Any:
+    return Sym(size) if isinstance(size, torch.SymInt) else int(size)
 
 
 def _static_shape(call: _Node, name: str = "self") -> list[Any]:
@@ -336,7 +369,7 @@ def _static_shape(call: _Node, name: str = "self") -> list[Any]:
     if not isinstance(value, torch.Tensor):
         raise call.missing("reads an input whose shape the capture does not know")
     sizes: list[Any] = list(value.shape)
-    return [Sym(size) if isinstance(size, torch.SymInt) else int(size) for size in sizes]
+    return [_sym_or_int(size) for size in sizes]
 
 
 def _unflatten(call: _Node) -> Mapped:
@@ -408,7 +441,7 @@ def _joined(op: str) -> Handler:
 _FULL = [None, None, None]
 
 
-def _bound(call: _Node, value: Any, size: Any, *, start: bool) -> int | None:
+def _bound(call: _Node, value: Any, size: Any, *, start: bool) -> int | SizeExpr | None:
     """A slice bound as the catalog writes it: ``None`` for torch's "to the end" (a bound at or
     past the size, ``sys.maxsize``, or a symbolic bound equal to the dimension's own size)."""
     if value is None:
@@ -416,7 +449,7 @@ def _bound(call: _Node, value: Any, size: Any, *, start: bool) -> int | None:
     if isinstance(value, Sym):
         if not start and isinstance(size, Sym) and _same_size(value.node, size.node):
             return None
-        raise _size_read(call)
+        return as_size(call, value)
     if is_runtime(value):
         raise _size_read(call)
     if not start and (value >= sys.maxsize or (isinstance(size, int) and value >= size)):

@@ -35,6 +35,8 @@ from trama_torch.capture.aten import (
     _same_sizes,
     _size_read,
     _static_shape,
+    as_size,
+    sizes_or_numbers,
 )
 from trama_torch.capture.values import ConstTensor, Several, Sym, is_runtime
 
@@ -69,13 +71,9 @@ def _natural_dtype(call: _Node, op: str) -> None:
         raise MissingOp("aten._to_copy.default", f"(a dtype cast, in {call.what}) has no catalog op for it yet")
 
 
-def _static_sizes(call: _Node, sizes: Any) -> list[int]:
-    """Sizes that must all be numbers (a created tensor's shape)."""
-    if isinstance(sizes, Sym) or is_runtime(sizes) or not isinstance(sizes, (list, tuple)):
-        raise _size_read(call)
-    if any(isinstance(size, Sym) or is_runtime(size) for size in sizes):
-        raise _size_read(call)
-    return [int(size) for size in sizes]
+def _static_sizes(call: _Node, sizes: Any) -> list[Any]:
+    """A created tensor's shape: numbers, and expressions over the input symbols."""
+    return sizes_or_numbers(call, sizes)
 
 
 # --- Shapes ---------------------------------------------------------------------------------
@@ -95,14 +93,15 @@ def _expand(call: _Node) -> Mapped:
         raise _size_read(call)
     own = _static_shape(call)
     lead = len(sizes) - len(own)
-    written: list[int] = []
+    written: list[Any] = []
     for k, size in enumerate(sizes):
         if isinstance(size, Sym):
             mine = own[k - lead] if k >= lead else None
             if isinstance(mine, Sym) and _equal_size(size.node, mine.node):
                 written.append(-1)
                 continue
-            raise _size_read(call)
+            written.append(as_size(call, size))
+            continue
         if is_runtime(size):
             raise _size_read(call)
         written.append(int(size))
@@ -119,7 +118,7 @@ def _expand_as(call: _Node) -> Mapped:
     if _same_sizes(list(source.shape), list(target.shape)):
         return Alias(x)
     lead = target.dim() - source.dim()
-    written: list[int] = []
+    written: list[Any] = []
     sizes: list[Any] = list(target.shape)
     own: list[Any] = list(source.shape)
     for k, size in enumerate(sizes):
@@ -128,7 +127,8 @@ def _expand_as(call: _Node) -> Mapped:
             if isinstance(mine, torch.SymInt) and _equal_size(size, mine):
                 written.append(-1)
                 continue
-            raise _size_read(call)
+            written.append(as_size(call, Sym(size)))
+            continue
         written.append(int(size))
     return Emit("expand", {"x": x}, {"size": written})
 
@@ -178,10 +178,11 @@ def _repeat_interleave(call: _Node) -> Mapped:
     of their sum, which the catalog computes."""
     x = call.tensor()
     repeats = call["repeats"]
+    counts: Any
     if isinstance(repeats, Sym):
-        raise _size_read(call)
-    if isinstance(repeats, ConstTensor) and repeats.tensor.dim() <= 1:
-        counts: int | list[int] = [int(count) for count in repeats.tensor.reshape(-1).tolist()]
+        counts = as_size(call, repeats)
+    elif isinstance(repeats, ConstTensor) and repeats.tensor.dim() <= 1:
+        counts = [int(count) for count in repeats.tensor.reshape(-1).tolist()]
     elif is_runtime(repeats):
         raise call.missing(
             "takes its repeats from a tensor known only at run time (or held as the model's state), which the "
@@ -311,8 +312,10 @@ def _explicit_dtype(call: _Node) -> str | None:
 
 def _number(call: _Node, name: str) -> Any:
     value = call.arguments.get(name)
-    if isinstance(value, Sym) or is_runtime(value):
-        raise _size_read(call) if isinstance(value, Sym) else call.missing(f"takes a tensor as {name}")
+    if isinstance(value, Sym):
+        return as_size(call, value)
+    if is_runtime(value):
+        raise call.missing(f"takes a tensor as {name}")
     return value
 
 

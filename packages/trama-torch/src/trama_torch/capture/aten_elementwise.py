@@ -25,7 +25,7 @@ import torch
 
 from trama.catalog import result_type
 from trama.format import numpy_dtype
-from trama_torch.capture.aten import Alias, Emit, Register, _Node, _operand, _size_read, _unary
+from trama_torch.capture.aten import Alias, Emit, Register, _Node, _operand, _unary, as_size
 from trama_torch.capture.values import ConstTensor, Sym, is_runtime
 from trama_torch.names import local_name
 from trama_torch.tensors import TORCH_DTYPES
@@ -197,8 +197,8 @@ def _clamp(call: _Node) -> Any:
         if value is None:
             continue
         if isinstance(value, Sym):
-            raise _size_read(call)
-        if is_runtime(value):
+            parameters[name] = as_size(call, value)
+        elif is_runtime(value):
             ports[name] = value
         elif isinstance(value, float) and not math.isfinite(value):  # JSON has no number for it
             dtype = _promoted(call, "self", "min", "max")

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from trama_torch.capture.aten import Emit, Register, _Node, _size_read, _static_shape
+from trama_torch.capture.aten import Emit, Register, _Node, _size_read, _static_shape, as_size
 from trama_torch.capture.values import Several, Sym, is_runtime
 
 __all__ = ["register"]
@@ -30,15 +30,18 @@ aten = torch.ops.aten
 Handler = Callable[[_Node], Any]
 
 
-def _ints(call: _Node, name: str, dims: int | None = None) -> list[int]:
+def _ints(call: _Node, name: str, dims: int | None = None) -> list[Any]:
     """An int-list argument as the catalog writes it: ``dims`` entries (torch lets one entry
-    stand for all, and an int for a list); a symbolic entry cannot be recorded."""
+    stand for all, and an int for a list); a symbolic entry (an output size) is its expression."""
     value = call.arguments.get(name)
     if isinstance(value, Sym) or is_runtime(value):
         raise _size_read(call)
-    entries: list[int] = []
+    entries: list[Any] = []
     for entry in value if isinstance(value, (list, tuple)) else [value]:
-        if isinstance(entry, Sym) or is_runtime(entry):
+        if isinstance(entry, Sym):
+            entries.append(as_size(call, entry))
+            continue
+        if is_runtime(entry):
             raise _size_read(call)
         if not isinstance(entry, int):
             raise call.missing(f"takes {name}={value!r}, which is not a list of ints")
@@ -113,8 +116,10 @@ def _scales(call: _Node, sizes: list[int]) -> list[float] | None:
     if all(scale is None for scale in scales):
         return None
     shape = _static_shape(call)[2:]
-    if any(scale is None for scale in scales) or any(isinstance(size, Sym) for size in shape):
-        raise call.missing("with scales for some dimensions only, or an input of symbolic size, has no catalog op")
+    if any(scale is None for scale in scales):
+        raise call.missing("with scales for some dimensions only has no catalog op")
+    if any(isinstance(size, Sym) for size in shape):  # the scales are what the sizes were computed from
+        return [float(scale) for scale in scales]
     if [math.floor(size * scale) for size, scale in zip(shape, scales, strict=True)] != sizes:
         raise call.missing(f"with output size {sizes} and scales {scales} that do not give it has no catalog op")
     return [float(scale) for scale in scales]

@@ -45,12 +45,13 @@ from torch import nn
 from torch.export.graph_signature import InputKind
 from torch.utils import _pytree as pytree
 
-from trama import INPUT, ExportContext, ExportError, NodeFragment, Ref, ValueFact
+from trama import INPUT, ExportContext, ExportError, NodeFragment, Ref, SymbolRange, ValueFact
 from trama_torch import leaves
 from trama_torch.capture import aten, decompose
 from trama_torch.capture.plan import Group, Unit, plan_units
 from trama_torch.capture.program import Captured, source_line
 from trama_torch.capture.sharing import unshare_aliases
+from trama_torch.capture.sizes import naming
 from trama_torch.capture.tree import (
     Call,
     CallTree,
@@ -234,6 +235,14 @@ _CHECKS = frozenset(
         torch.ops.aten.sym_constrain_range.default,
     }
 )
+
+
+def _finite(bound: Any) -> int | None:
+    """A range bound as a number, ``None`` for torch's infinities."""
+    try:
+        return int(bound) if bool(bound.is_integer) and bool(bound.is_finite) else None
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 def _is_check(node: fx.Node) -> bool:
@@ -598,7 +607,12 @@ class Capture:
     # -- the document -------------------------------------------------------------------------
 
     def root_fragment(self, ctx: ExportContext) -> NodeFragment:
-        """The root node: the model's inputs as ports, the asked outputs, everything below."""
+        """The root node: the model's inputs as ports, the asked outputs, everything below; the
+        sizes read on the way written over the caller's names for the dynamic axes."""
+        with naming(self.symbol_names(self.tree.root)):
+            return self._root_fragment(ctx)
+
+    def _root_fragment(self, ctx: ExportContext) -> NodeFragment:
         root = self.tree.root
         names = Names()
         seeds = self._input_seeds(ctx, root, names)
@@ -862,10 +876,10 @@ class Capture:
 
     # -- facts --------------------------------------------------------------------------------
 
-    def _facts(self, ctx: ExportContext, root: Call) -> tuple[list[ValueFact | None], list[ValueFact | None]]:
-        """Input facts from the examples (dynamic axes as their symbols, the others at their
-        example size, since the capture may have specialised them) and output facts from the
-        program, with torch's symbols named as the caller named them."""
+    def symbol_names(self, root: Call) -> dict[str, str]:
+        """torch's name of each dynamic axis's symbol (``"s70"``) -> the caller's (``"seq"``); an
+        axis torch kept at its example size is an error, since the document could not run at
+        another size."""
         symbols: dict[str, str] = {}
         for node, name in self._root_inputs(root):
             meta = node.meta.get("val")
@@ -879,6 +893,29 @@ class Capture:
                             "that size (a weight, a reshape to a number); leave the axis out of dynamic_shapes"
                         )
                     symbols.setdefault(str(size.node.expr), symbol)
+        return symbols
+
+    def symbol_ranges(self, symbols: Mapping[str, str]) -> dict[str, SymbolRange]:
+        """The sizes torch.export allows each named symbol, where it bounds them (a position table
+        of 64 rows: ``seq <= 64``); a lower bound of 0 or 1 and no upper bound say nothing."""
+        ranges: dict[str, SymbolRange] = {}
+        for symbol, bounds in getattr(self.program, "range_constraints", {}).items():
+            name = symbols.get(str(symbol))
+            if name is None:
+                continue
+            low_int, high_int = _finite(bounds.lower), _finite(bounds.upper)
+            low_int = low_int if low_int is not None and low_int > 1 else None
+            if low_int is not None or high_int is not None:
+                ranges[name] = SymbolRange(low_int, high_int)
+        return ranges
+
+    def _facts(
+        self, ctx: ExportContext, root: Call
+    ) -> tuple[list[ValueFact | None], list[ValueFact | None], dict[str, SymbolRange]]:
+        """Input facts from the examples (dynamic axes as their symbols, the others at their
+        example size, since the capture may have specialised them) and output facts from the
+        program, with torch's symbols named as the caller named them, and their ranges."""
+        symbols = self.symbol_names(root)
         inputs: list[ValueFact | None] = []
         for name in ctx.inputs:
             example = self.flat_examples[name] if name in self.flat_examples else self.captured.examples.get(name)
@@ -905,7 +942,7 @@ class Capture:
                 else:
                     dims.append(int(each))
             outputs.append(ValueFact(_dtype(meta.dtype), tuple(dims) if len(dims) == len(sizes) else None))
-        return inputs, outputs
+        return inputs, outputs, self.symbol_ranges(symbols)
 
     def _root_inputs(self, root: Call) -> list[tuple[fx.Node, str]]:
         if self.captured.kwargs:

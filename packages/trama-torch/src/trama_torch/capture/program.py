@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -104,14 +105,19 @@ def run_export(
     recorder = Recorder(model, claimed)
     recorder.install()
     try:
-        try:
+        program = None
+        for _ in range(_REFINEMENTS):
+            try:
+                program = _export(model, args, kwargs, shapes)
+                break
+            except Exception as exc:
+                refined = _refined(exc, shapes)
+                if refined is None:
+                    raise
+                shapes = refined
+                recorder.reset()
+        if program is None:
             program = _export(model, args, kwargs, shapes)
-        except Exception as exc:
-            refined = _refined(exc, shapes)
-            if refined is None:
-                raise
-            recorder.reset()
-            program = _export(model, args, kwargs, refined)
     except ExportError:
         raise
     except Exception as exc:
@@ -119,6 +125,11 @@ def run_export(
     finally:
         recorder.remove()
     return Captured(program, recorder, args, kwargs, by_name)
+
+
+#: How many times torch's suggested ranges are taken before its error is the capture's: a fix can
+#: reveal the next guard (GPT-Neo's ``sequence <= 128``, then ``sequence != 128``).
+_REFINEMENTS = 4
 
 
 def _export(
@@ -139,8 +150,10 @@ def _export(
 def _refined(exc: Exception, shapes: Any) -> Any:
     """torch's suggested fix for the dynamic shapes (a range for a symbol), if it gave one."""
     message = str(exc)
-    if shapes is None or "Suggested fixes:" not in message:
+    if shapes is None:
         return None
+    if "Suggested fixes:" not in message:
+        return _below_excluded(message, shapes)
     head, _, tail = message.partition("Suggested fixes:")
     fixes = []
     for line in tail.splitlines()[1:]:
@@ -155,6 +168,31 @@ def _refined(exc: Exception, shapes: Any) -> Any:
         )
     except Exception:
         return None
+
+
+_EXCLUDED = re.compile(
+    r"values of (\w+) = .* in the specified range \1 <= (\d+) satisfy the generated guard .* != \2\."
+)
+
+
+def _below_excluded(message: str, shapes: Any) -> Any:
+    """A symbol whose range torch bounded at ``n`` and whose guard then excludes ``n`` itself
+    (GPT-Neo's local attention: ``sequence <= 128`` and ``sequence != 128``): its range ends at
+    ``n - 1``, which torch does not suggest."""
+    found = _EXCLUDED.search(message)
+    if found is None:
+        return None
+    name, bound = found.group(1), int(found.group(2))
+
+    def narrowed(dim: Any) -> Any:
+        if getattr(dim, "__name__", None) != name:
+            return dim
+        return torch.export.Dim(name, min=getattr(dim, "min", 0), max=bound - 1)
+
+    return {
+        key: ({axis: narrowed(dim) for axis, dim in axes.items()} if isinstance(axes, dict) else axes)
+        for key, axes in shapes.items()
+    }
 
 
 def source_line(trace: str | None) -> str | None:

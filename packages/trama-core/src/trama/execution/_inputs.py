@@ -1,0 +1,145 @@
+"""Inputs checked before a run, and the sizes they bind.
+
+Every runtime checks each input against the document's input facts before any kernel sees it
+(:func:`check_inputs`): its rank, its dtype, each fixed size, and that a symbol names one size
+wherever it appears (``input_ids`` and ``attention_mask`` share ``batch`` and ``seq``) within
+the range the document gives it (``seq <= 64``). A mismatch is one :class:`~trama.ExecutionError`
+naming the input, the axis, what the file expects and what came, where a framework would fail
+later, deep inside a node, or not at all (a rank-3 ``input_ids`` ran silently).
+
+What the check binds, each symbol's size, is what the sizes of the document
+(:class:`~trama.format.SizeExpr`) are computed from: runtimes run a model inside
+:func:`bound_sizes`, and a node whose settings depend on the sizes builds its kernel for the
+binding it finds there (:mod:`trama.conversion._sized`).
+
+Dtypes are strict for arrays (a float64 array is not a float32 input; cast it, as you would
+for ONNX Runtime), and a Python list or number, which has no dtype of its own, is converted to
+the declared one (:func:`as_declared`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from trama.conversion._sized import bound_sizes, current_sizes
+from trama.errors import ExecutionError, TramaError
+from trama.format._model import Model, ValueFact
+from trama.format._sizes import SymbolRange
+
+__all__ = ["as_declared", "bound_sizes", "check_inputs", "current_sizes", "dtype_of"]
+
+
+def dtype_of(value: Any) -> str | None:
+    """The format's name of an array's dtype (numpy, torch, JAX...), ``None`` for a value without
+    one or with a dtype the format cannot store."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return None
+    text = str(dtype)
+    if text.startswith("torch."):
+        return text[len("torch.") :]
+    from trama.format._dtypes import dtype_name
+
+    try:
+        return dtype_name(dtype)
+    except (TramaError, TypeError):
+        return None
+
+
+def as_declared(value: Any, fact: ValueFact | None) -> Any:
+    """A Python list or number as an array of the declared dtype (it has none of its own);
+    anything else as it is."""
+    if fact is None or fact.dtype is None or not isinstance(value, (list, int, float, bool)):
+        return value
+    import numpy as np
+
+    from trama.format._dtypes import numpy_dtype
+
+    try:
+        return np.asarray(value, dtype=numpy_dtype(fact.dtype))
+    except (TypeError, ValueError, OverflowError):
+        return value  # the check says what is wrong with it
+
+
+def check_inputs(model: Model, values: Sequence[Any]) -> dict[str, int]:
+    """Check ``values`` (the model's inputs, in order) against the input facts and return the
+    size each symbol is bound to. Raises one :class:`~trama.ExecutionError` for the first
+    mismatch, located at the input's fact."""
+    facts = model.input_facts
+    binding: dict[str, int] = {}
+    if not facts:
+        return binding
+    where: dict[str, tuple[str, int]] = {}
+    for index, (name, fact) in enumerate(zip(model.inputs, facts, strict=False)):
+        if fact is None or index >= len(values):
+            continue
+        _check_one(name, index, fact, values[index], binding, where)
+    ranges = model.symbols or {}
+    for symbol, size in binding.items():
+        allowed = ranges.get(symbol, _ANY)
+        if not allowed.admits(size):
+            name, axis = where[symbol]
+            raise ExecutionError(
+                f"input {name!r}: axis {axis} is {symbol!r}, which the file allows as "
+                f"{allowed.describe().replace('size', symbol)}, but it is {size}",
+                location=f"/symbols/{symbol}",
+            )
+    return binding
+
+
+_ANY = SymbolRange()
+
+
+def _check_one(
+    name: str, index: int, fact: ValueFact, value: Any, binding: dict[str, int], where: dict[str, tuple[str, int]]
+) -> None:
+    location = f"/input_facts/{index}"
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        if fact.shape is not None or fact.dtype is not None:
+            raise ExecutionError(
+                f"input {name!r}: the file expects a tensor, got {type(value).__name__}", location=location
+            )
+        return
+    if fact.dtype is not None:
+        got = dtype_of(value)
+        if got != fact.dtype:
+            raise ExecutionError(
+                f"input {name!r}: the file expects dtype {fact.dtype}, got {got or getattr(value, 'dtype', '?')}",
+                location=f"{location}/dtype",
+            )
+    if fact.shape is None:
+        return
+    sizes = tuple(int(size) for size in shape)
+    expected = fact.shape
+    if len(sizes) != len(expected):
+        raise ExecutionError(
+            f"input {name!r}: the file expects rank {len(expected)} (shape {_shown(expected)}), "
+            f"got rank {len(sizes)} (shape {list(sizes)})",
+            location=f"{location}/shape",
+        )
+    for axis, (want, got_size) in enumerate(zip(expected, sizes, strict=True)):
+        if isinstance(want, int):
+            if want != got_size:
+                raise ExecutionError(
+                    f"input {name!r}: axis {axis} must be {want} (shape {_shown(expected)}), got {got_size} "
+                    f"(shape {list(sizes)})",
+                    location=f"{location}/shape/{axis}",
+                )
+            continue
+        bound = binding.get(want)
+        if bound is None:
+            binding[want] = got_size
+            where[want] = (name, axis)
+        elif bound != got_size:
+            first, first_axis = where[want]
+            raise ExecutionError(
+                f"input {name!r}: axis {axis} is {want!r}, which is {bound} in input {first!r} (axis "
+                f"{first_axis}), but it is {got_size} here",
+                location=f"{location}/shape/{axis}",
+            )
+
+
+def _shown(shape: Sequence[int | str]) -> str:
+    return "[" + ", ".join(str(size) for size in shape) + "]"
