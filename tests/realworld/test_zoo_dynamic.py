@@ -6,7 +6,8 @@ models, speech encoders and torch's transformers and taggers with the axes their
 symbolic batch. The document, written to JSON and read back, runs at two other sizes, one below
 the example's and one above it (:data:`realworld.dynamic.SMALLER`, :data:`~realworld.dynamic.LARGER`),
 on numpy, torch:cpu and jax:cpu: each output equals the model's own eager output at that size
-within 1e-4 of its largest magnitude, as the zoo's capture test asks at the example's size.
+within 1e-4 of its largest magnitude, as the zoo's capture test asks at the example's size; and,
+imported into torch and called directly, it computes exactly the model's outputs there.
 
 The document holds the sizes the model reads as expressions over the symbols (``{"size":
 "sequence"}``), and its input facts name the symbols: :func:`test_sizes_are_written_over_the_symbols`
@@ -101,6 +102,26 @@ def test_sizes_are_written_over_the_symbols(exported: Exported) -> None:
     assert wanted <= declared
     used = {symbol for entry_ in document.parameters.values() for symbol in size_symbols(entry_.value)}
     assert used <= wanted, f"sizes read undeclared symbols {sorted(used - wanted)}"
+
+
+def test_imports_into_torch_and_computes_exactly_at_other_sizes(exported: Exported) -> None:
+    """``trama.import_model(document)`` called directly (no runtime) binds the sizes from the
+    inputs it is given: the same torch ops on the same weights, so ``torch.equal``."""
+    if exported.entry.name in REFUSED:
+        pytest.skip("its dynamic export is refused (test_sizes_are_written_over_the_symbols checks why)")
+    assert exported.document is not None, exported.error
+    entry = exported.entry
+    back = trama.import_model(exported.document, registry=trama.registry("torch"))
+    for sizes in (SMALLER, LARGER):
+        inputs = inputs_at(entry, sizes)
+        expected = _outputs(exported.model, entry, inputs)
+        with torch.no_grad():
+            got = back(*(inputs[name] for name in entry.input_names))
+        got_list = list(got) if isinstance(got, (tuple, list)) else [got]
+        assert len(got_list) == len(expected)
+        for have, want in zip(got_list, expected, strict=True):
+            assert have.dtype == want.dtype
+            assert torch.equal(have, want), sizes
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)

@@ -30,6 +30,7 @@ them the document's own inputs, outputs and metadata, and every calling node's w
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -56,7 +57,7 @@ from trama._deprecated import warn_deprecated
 from trama.catalog._limits import MAX_TENSOR_BYTES, extent_problem
 from trama.conversion import ExportContext, SizedNode, build_node
 from trama.conversion._importer import build_order
-from trama.execution import describe_failure
+from trama.execution import bound_sizes, current_sizes, describe_failure, sizes_of_top_node
 from trama.format import INPUT, OpRegistry, children_by_parent
 from trama.format._calls import check_expansion
 from trama.format._lazy import is_tensor
@@ -217,8 +218,15 @@ class JaxModule(ABC):
         return self._run(evaluation, inputs, named), evaluation.states or {}
 
     def _run(self, evaluation: Evaluation, inputs: Sequence[Any], named: Mapping[str, Any]) -> Any:
-        """Bind the inputs, run, and shape the result: one value, or a tuple in output order."""
-        outputs = evaluation.module(self, self.node.id, _bind(self.input_names, inputs, named, self.node.id))
+        """Bind the inputs, run, and shape the result: one value, or a tuple in output order.
+        The document's top module called on its own binds the input sizes its nodes read."""
+        ports = _bind(self.input_names, inputs, named, self.node.id)
+        document = getattr(self, "document", None)
+        sizes = (
+            None if document is None or current_sizes() is not None else sizes_of_top_node(document, self.node, ports)
+        )
+        with contextlib.nullcontext() if sizes is None else bound_sizes(sizes):
+            outputs = evaluation.module(self, self.node.id, ports)
         names = self.output_names
         return outputs[names[0]] if len(names) == 1 else tuple(outputs[name] for name in names)
 

@@ -63,6 +63,19 @@ def trama_factory_adapters(framework: str) -> Sequence[Any] | None:
     return [as_jax_module] if framework == FRAMEWORK else None
 
 
+def sized_leaf(sized: Any) -> Any:
+    """A JAX leaf for a node whose settings depend on the input sizes, built while the program
+    is traced (:class:`trama_jax.model.JaxSizedLeaf`)."""
+    from trama_jax.model import JaxSizedLeaf
+
+    return JaxSizedLeaf(sized)
+
+
+@hookimpl
+def trama_sized_leaf(framework: str) -> Any:
+    return sized_leaf if framework == FRAMEWORK else None
+
+
 @hookimpl
 def trama_runtimes() -> Sequence[Any]:
     from trama_jax.runtime import runtimes

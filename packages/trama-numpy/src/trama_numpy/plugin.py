@@ -29,6 +29,19 @@ trama_frameworks, trama_op_implementations = implementation_hooks(
 )
 
 
+def sized_kernel(sized: Any) -> Any:
+    """The kernel of a leaf whose settings depend on the input sizes, built for each run's
+    (:class:`trama.execution.SizedKernel`)."""
+    from trama.execution import SizedKernel
+
+    return SizedKernel(sized)
+
+
+@hookimpl
+def trama_sized_leaf(framework: str) -> Any:
+    return sized_kernel if framework == FRAMEWORK else None
+
+
 @hookimpl
 def trama_runtimes() -> Sequence[Any]:
     from trama_numpy.runtime import NumpyRuntime

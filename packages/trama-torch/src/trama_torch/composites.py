@@ -27,7 +27,9 @@ from typing import Any, TypeVar
 from torch import nn
 
 from trama.errors import ImportModelError
-from trama.format import Node, Parameter
+from trama.format import Model, Node, Parameter
+from trama.format._sizes import has_sizes
+from trama_torch.sized import binding_sizes_when_called
 from trama_torch.walk import evaluation_mode
 from trama_torch.wiring import ScopeModule, as_module, scope_module, torch_aliases, torch_name
 
@@ -120,6 +122,13 @@ def graph(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, P
         class_name=class_name if class_name.isidentifier() else "Graph",
         aliases=torch_aliases(node),
     )
+    document = getattr(children, "model", None)
+    if (
+        node.parent is None
+        and isinstance(document, Model)
+        and any(has_sizes(entry.value) for entry in document.parameters.values())
+    ):
+        binding_sizes_when_called(module, document, node)
     return _in_eval_mode(module)
 
 

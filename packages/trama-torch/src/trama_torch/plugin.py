@@ -46,6 +46,19 @@ def trama_exporters(framework: str) -> Sequence[Any] | None:
     return [export_torch_module] if framework == FRAMEWORK else None
 
 
+def sized_module(sized: Any) -> Any:
+    """A torch module for a leaf whose settings depend on the input sizes
+    (:class:`trama_torch.sized.SizedModule`)."""
+    from trama_torch.sized import SizedModule
+
+    return SizedModule(sized)
+
+
+@hookimpl
+def trama_sized_leaf(framework: str) -> Any:
+    return sized_module if framework == FRAMEWORK else None
+
+
 @hookimpl
 def trama_runtimes() -> Sequence[Any]:
     from trama_torch.runtime import runtimes

@@ -15,8 +15,10 @@ from typing import Any
 from torch import nn
 
 from trama.conversion import SizedNode
+from trama.execution import bound_sizes, current_sizes, sizes_of_top_node
+from trama.format import Model, Node
 
-__all__ = ["SizedModule"]
+__all__ = ["SizedModule", "binding_sizes_when_called"]
 
 
 class SizedModule(nn.Module):
@@ -35,3 +37,30 @@ class SizedModule(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.sized.node.op}, sizes from {', '.join(self.sized.symbols)}"
+
+
+def binding_sizes_when_called(module: nn.Module, model: Model, node: Node) -> None:
+    """Make the document's top module, called on its own (``trama.import_model(doc)(ids)``),
+    bind the sizes its leaves read from the inputs it is given, checked against the input facts;
+    a runtime binds them itself, and a module inside a run finds them bound."""
+    ports = list(node.inputs)
+    active: list[Any] = []
+
+    def before(_: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if current_sizes() is not None:
+            active.append(None)
+            return
+        given = dict(zip(ports, args, strict=False)) | kwargs
+        sizes = sizes_of_top_node(model, node, given)
+        context = None if sizes is None else bound_sizes(sizes)
+        if context is not None:
+            context.__enter__()
+        active.append(context)
+
+    def after(*_: Any) -> None:
+        context = active.pop() if active else None
+        if context is not None:
+            context.__exit__(None, None, None)
+
+    module.register_forward_pre_hook(before, with_kwargs=True)
+    module.register_forward_hook(after, always_call=True)

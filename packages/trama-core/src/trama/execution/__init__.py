@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from trama.execution._bounds import MAX_TENSOR_BYTES, check_facts, describe_failure, framework_failures
 from trama.execution._costs import MACS, static_costs
-from trama.execution._inputs import as_declared, bound_sizes, check_inputs, current_sizes, dtype_of
-from trama.execution._plan import ExecutionPlan, Step, build_plan
+from trama.execution._inputs import (
+    as_declared,
+    bound_sizes,
+    check_inputs,
+    current_sizes,
+    dtype_of,
+    sizes_of_top_node,
+)
+from trama.execution._plan import ExecutionPlan, SizedKernel, Step, build_plan
 from trama.execution._runtime import (
     FrozenState,
     GraphRunnable,
@@ -35,6 +42,7 @@ __all__ = [
     "Runnable",
     "Runtime",
     "RuntimeInfo",
+    "SizedKernel",
     "State",
     "Step",
     "as_declared",
@@ -50,5 +58,6 @@ __all__ = [
     "resolve_placement",
     "runtime_for_name",
     "runtimes",
+    "sizes_of_top_node",
     "static_costs",
 ]

@@ -19,15 +19,15 @@ the declared one (:func:`as_declared`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trama.conversion._sized import bound_sizes, current_sizes
 from trama.errors import ExecutionError, TramaError
-from trama.format._model import Model, ValueFact
-from trama.format._sizes import SymbolRange
+from trama.format._model import Model, Node, ValueFact
+from trama.format._sizes import SymbolRange, has_sizes
 
-__all__ = ["as_declared", "bound_sizes", "check_inputs", "current_sizes", "dtype_of"]
+__all__ = ["as_declared", "bound_sizes", "check_inputs", "current_sizes", "dtype_of", "sizes_of_top_node"]
 
 
 def dtype_of(value: Any) -> str | None:
@@ -62,10 +62,11 @@ def as_declared(value: Any, fact: ValueFact | None) -> Any:
         return value  # the check says what is wrong with it
 
 
-def check_inputs(model: Model, values: Sequence[Any]) -> dict[str, int]:
+def check_inputs(model: Model, values: Sequence[Any], *, dtypes: bool = True) -> dict[str, int]:
     """Check ``values`` (the model's inputs, in order) against the input facts and return the
     size each symbol is bound to. Raises one :class:`~trama.ExecutionError` for the first
-    mismatch, located at the input's fact."""
+    mismatch, located at the input's fact. ``dtypes=False`` leaves dtypes unchecked (a module
+    traced by ``jax.jit`` sees int32 where the file says int64, JAX's default)."""
     facts = model.input_facts
     binding: dict[str, int] = {}
     if not facts:
@@ -74,7 +75,7 @@ def check_inputs(model: Model, values: Sequence[Any]) -> dict[str, int]:
     for index, (name, fact) in enumerate(zip(model.inputs, facts, strict=False)):
         if fact is None or index >= len(values):
             continue
-        _check_one(name, index, fact, values[index], binding, where)
+        _check_one(name, index, fact if dtypes else ValueFact(None, fact.shape), values[index], binding, where)
     ranges = model.symbols or {}
     for symbol, size in binding.items():
         allowed = ranges.get(symbol, _ANY)
@@ -89,6 +90,20 @@ def check_inputs(model: Model, values: Sequence[Any]) -> dict[str, int]:
 
 
 _ANY = SymbolRange()
+
+
+def sizes_of_top_node(model: Model, node: Node, ports: Mapping[str, Any]) -> dict[str, int] | None:
+    """The sizes a top-level node's inputs bind, when it is called on its own (an imported
+    module called directly, not through a runtime): its ports that read model inputs are those
+    inputs. ``None`` when no setting of the document depends on the sizes, or a model input is
+    not among the ports; the inputs are checked as :func:`check_inputs` checks them, but for
+    their dtypes (the module's framework may hold them in its own)."""
+    if node.parent is not None or not any(has_sizes(entry.value) for entry in model.parameters.values()):
+        return None
+    by_input = {ref.output: port for port, ref in node.inputs.items() if ref.is_input}
+    if any(name not in by_input or by_input[name] not in ports for name in model.inputs):
+        return None
+    return check_inputs(model, [ports[by_input[name]] for name in model.inputs], dtypes=False)
 
 
 def _check_one(

@@ -612,6 +612,8 @@ class PluginHost:
             framework=framework,
             left_out=self._left_out,
         )
+        if framework is not None:
+            result.sized = self._sized_leaf(framework)
         frameworks = [framework] if framework is not None else self.frameworks()
         for plugin in self._by_priority("trama_exporters"):
             for each in frameworks:
@@ -626,6 +628,28 @@ class PluginHost:
                     if exporter is not _REFUSED:
                         result.add_exporter(exporter)
         return result
+
+    def _sized_leaf(self, framework: str) -> Any:
+        """The first answer to ``trama_sized_leaf`` for ``framework`` that can be called."""
+        hook = "trama_sized_leaf"
+        for plugin in self._by_priority(hook):
+            implementation = getattr(plugin.module, hook, None)
+            if implementation is None:
+                continue
+            try:
+                answer = implementation(framework=framework)
+            except _NOT_ISOLATED:
+                raise
+            except BaseException as exc:
+                plugin.report(f"{hook} for {framework!r} failed: {describe_exception(exc)}")
+                continue
+            if answer is None:
+                continue
+            if not callable(answer):
+                plugin.report(f"{hook} for {framework!r} gave {type(answer).__name__}, which cannot be called")
+                continue
+            return answer
+        return None
 
     def _implementations(self, framework: str, specs: Mapping[str, tuple[OpSpec, str]]) -> dict[str, Any]:
         """The factory of each op for ``framework``, checked, adapted, and with a factory that

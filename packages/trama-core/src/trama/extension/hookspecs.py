@@ -38,6 +38,7 @@ __all__ = [
     "trama_op_specs",
     "trama_opsets",
     "trama_runtimes",
+    "trama_sized_leaf",
 ]
 
 #: The pluggy project name, and the entry-point group plugins register in.
@@ -119,6 +120,19 @@ def trama_factory_adapters(framework: str) -> Sequence[Callable[[Factory], Facto
     ``JaxKernel``. An adapter is called once per factory when the registry is built, must not
     import the framework, and returns the factory to use (same signature). Provisional: meant
     for framework packages, not op packs.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def trama_sized_leaf(framework: str) -> Callable[[Any], Any] | None:
+    """How ``framework`` builds a leaf whose settings depend on the input sizes (a setting that
+    is a :class:`trama.SizeExpr`): a callable that takes the :class:`trama.conversion.SizedNode`
+    and returns the framework's kind of object for the node (a torch module, a JAX leaf), which
+    calls ``sized.current()`` when it runs to get the node built for the run's sizes. ``None``
+    for another framework. The first plugin that answers is used; without one, importing such a
+    node is an :class:`~trama.ImportModelError`. Must not import the framework when called.
+    Provisional: meant for framework packages, not op packs.
     """
     raise NotImplementedError
 

@@ -319,7 +319,13 @@ def _signature(view: _View) -> str:
     facts = model.output_facts
     outputs = [_typed(view.ref_text(ref, None), _fact_type(_fact(facts, k))) for k, ref in enumerate(model.outputs)]
     result = outputs[0] if len(outputs) == 1 else f"({', '.join(outputs)})"
-    return f"model({', '.join(inputs)}) -> {result}"
+    ranges = [
+        bounds.describe().replace("size", shown(symbol))
+        for symbol, bounds in sorted((model.symbols or {}).items())
+        if bounds.min is not None or bounds.max is not None
+    ]
+    where = f" where {', '.join(ranges)}" if ranges else ""
+    return f"model({', '.join(inputs)}) -> {result}{where}"
 
 
 def _fact(facts: list[ValueFact | None] | None, k: int) -> ValueFact | None:
