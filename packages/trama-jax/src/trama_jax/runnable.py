@@ -49,6 +49,24 @@ __all__ = ["JaxRunnable", "Segment", "ready"]
 T = TypeVar("T")
 
 
+#: The dtypes JAX holds 64-bit values in while its x64 mode is off (its default).
+_NARROWED = {"int64": "int32", "float64": "float32", "uint64": "uint32"}
+
+
+def _narrowed(value: Any, fact: Any) -> Any:
+    """A JAX array for a 64-bit input, held at 32 bits because JAX's x64 mode is off, as the
+    numpy array of the declared dtype it stands for (JAX narrows that one the same way)."""
+    declared = getattr(fact, "dtype", None)
+    if (
+        isinstance(value, jax.Array)
+        and declared in _NARROWED
+        and str(value.dtype) == _NARROWED[declared]
+        and not jax.config.jax_enable_x64
+    ):
+        return np.asarray(value).astype(numpy_dtype(declared))
+    return value
+
+
 class Segment:
     """A subtree that runs on one device as one compiled function, compiled once per signature
     of its recurrent states and inputs.
@@ -351,7 +369,10 @@ class JaxRunnable(Runnable):
         """The inputs by name, each checked against its fact (``trama.execution.check_inputs``)."""
         names = self.model.inputs
         facts = self.model.input_facts or [None] * len(names)
-        values = [as_declared(value, fact) for value, fact in zip(order_inputs(names, inputs), facts, strict=True)]
+        values = [
+            _narrowed(as_declared(value, fact, name, index), fact)
+            for index, (name, value, fact) in enumerate(zip(names, order_inputs(names, inputs), facts, strict=True))
+        ]
         check_inputs(self.model, values)
         return dict(zip(names, values, strict=True))
 

@@ -188,9 +188,11 @@ class TorchRunnable(Runnable):
         (:func:`trama.execution.check_inputs`)."""
         converted = []
         facts = self._model.input_facts or [None] * len(self._names)
-        for name, value, fact in zip(self._names, order_inputs(self._names, inputs), facts, strict=True):
+        for index, (name, value, fact) in enumerate(
+            zip(self._names, order_inputs(self._names, inputs), facts, strict=True)
+        ):
             with framework_failures(f"converting input {name!r}"):
-                converted.append(self._value(name, as_declared(value, fact)))
+                converted.append(self._value(name, as_declared(value, fact, name, index)))
         check_inputs(self._model, converted)
         return converted
 

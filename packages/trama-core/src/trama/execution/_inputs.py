@@ -14,7 +14,7 @@ binding it finds there (:mod:`trama.conversion._sized`).
 
 Dtypes are strict for arrays (a float64 array is not a float32 input; cast it, as you would
 for ONNX Runtime), and a Python list or number, which has no dtype of its own, is converted to
-the declared one (:func:`as_declared`).
+the declared one where its values fit it exactly (:func:`as_declared`).
 """
 
 from __future__ import annotations
@@ -47,19 +47,39 @@ def dtype_of(value: Any) -> str | None:
         return None
 
 
-def as_declared(value: Any, fact: ValueFact | None) -> Any:
-    """A Python list or number as an array of the declared dtype (it has none of its own);
-    anything else as it is."""
-    if fact is None or fact.dtype is None or not isinstance(value, (list, int, float, bool)):
+def as_declared(value: Any, fact: ValueFact | None, name: str = "", index: int | None = None) -> Any:
+    """A Python list or number as an array of the declared dtype (it has none of its own; with
+    no declared dtype, numpy's choice); anything else as it is. A list that is no tensor (rows
+    of uneven lengths), or whose numbers the dtype cannot hold exactly (``1.5`` or ``2**40`` for
+    an int32 input), is an :class:`~trama.ExecutionError` naming the input."""
+    if fact is None or (fact.dtype is None and fact.shape is None) or not isinstance(value, (list, int, float, bool)):
         return value
     import numpy as np
 
     from trama.format._dtypes import numpy_dtype
 
+    where = f"input {name!r}" if name else "an input"
+    location = None if index is None else f"/input_facts/{index}"
     try:
-        return np.asarray(value, dtype=numpy_dtype(fact.dtype))
-    except (TypeError, ValueError, OverflowError):
-        return value  # the check says what is wrong with it
+        natural = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise ExecutionError(f"{where}: the list is no tensor ({exc})", location=location) from None
+    if natural.dtype == object:
+        raise ExecutionError(f"{where}: the list is no tensor (it holds {natural.dtype} values)", location=location)
+    if fact.dtype is None:
+        return natural
+    wanted = numpy_dtype(fact.dtype)
+    with np.errstate(all="ignore"):
+        converted = natural.astype(wanted)
+        exact = natural.dtype == wanted or bool(
+            np.array_equal(converted.astype(natural.dtype), natural, equal_nan=True)
+        )
+    if not exact and (natural.dtype.kind in "iub" or wanted.kind in "iub"):
+        raise ExecutionError(
+            f"{where}: the file expects dtype {fact.dtype}, which cannot hold the list's values exactly",
+            location=None if location is None else f"{location}/dtype",
+        )
+    return converted
 
 
 def check_inputs(model: Model, values: Sequence[Any], *, dtypes: bool = True) -> dict[str, int]:

@@ -360,9 +360,9 @@ class GraphRunnable(Runnable):
         names = self.model.inputs
         converted = []
         facts = self.model.input_facts or [None] * len(names)
-        for name, value, fact in zip(names, order_inputs(names, inputs), facts, strict=True):
+        for index, (name, value, fact) in enumerate(zip(names, order_inputs(names, inputs), facts, strict=True)):
             with framework_failures(f"converting input {name!r}"):
-                converted.append(self._runtime.convert_input(as_declared(value, fact)))
+                converted.append(self._runtime.convert_input(as_declared(value, fact, name, index)))
         return converted
 
     def profile_json(self, inputs: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
