@@ -92,6 +92,22 @@ def test_the_catalog_checks_the_numbers_each_binding_gives() -> None:
         runnable.run([np.ones((1, 3), np.float32)])
 
 
+def test_validation_checks_a_sized_node_at_a_sample_size_in_its_range() -> None:
+    """``trama validate`` (``import_checks``) builds no node, so it checks a sized node's settings
+    as a run would build them at one sample size within each symbol's range: an expression the
+    catalog refuses there is reported, one it accepts passes."""
+    from trama.catalog import import_checks
+
+    good = positions()
+    assert import_checks(good, trama.registry(None)).errors == []
+    bad = positions()
+    bad.nodes[0].parameters["step"] = "r.step"
+    bad.parameters["r.step"] = Parameter(SizeExpr.parse("seq - seq"))
+    (error,) = import_checks(bad, trama.registry(None)).errors
+    assert error.node_id == "r"
+    assert "step" in error.message
+
+
 def test_a_framework_without_the_hook_cannot_import_sizes_and_says_so() -> None:
     registry = trama.OpRegistry(trama.registry("numpy"), framework="numpy")
     model = positions()

@@ -29,6 +29,7 @@ import torch
 import trama
 from realworld.dynamic import LARGER, SMALLER, export_dynamic, inputs_at
 from realworld.models import ZOO, RealModel
+from trama.catalog import import_checks
 from trama.format._sizes import size_symbols
 
 RUNTIMES = ("numpy", "torch:cpu", "jax:cpu")
@@ -102,6 +103,8 @@ def test_sizes_are_written_over_the_symbols(exported: Exported) -> None:
     assert wanted <= declared
     used = {symbol for entry_ in document.parameters.values() for symbol in size_symbols(entry_.value)}
     assert used <= wanted, f"sizes read undeclared symbols {sorted(used - wanted)}"
+    checks = import_checks(document, trama.registry(None))  # trama validate's last stage
+    assert checks.errors == []
 
 
 def test_imports_into_torch_and_computes_exactly_at_other_sizes(exported: Exported) -> None:

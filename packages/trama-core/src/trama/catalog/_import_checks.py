@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from trama.catalog._checkers import checking
 from trama.errors import TramaError
-from trama.format._model import Model
+from trama.format._model import Model, Parameter
+from trama.format._sizes import has_sizes, resolve_sizes, size_symbols
 from trama.format._specs import OpRegistry
 from trama.format._validation import registry_errors
 
@@ -32,6 +33,34 @@ class ImportChecks:
 
     errors: list[TramaError] = field(default_factory=list)
     unchecked: dict[str, int] = field(default_factory=dict)
+
+
+#: The size a symbol takes for the checks of a node whose settings read it, within its range: a
+#: size like a run's (odd, so that no evenness is assumed), not an edge case.
+_SAMPLE = 7
+
+
+def _at_sample_sizes(model: Model, parameters: dict[str, Parameter]) -> dict[str, Parameter]:
+    """A sized node's parameters with each size computed for one sample binding, so that the
+    catalog checks the settings as a run would build them (each run builds the node for its
+    own sizes, and the same checks run then)."""
+    ranges = model.symbols or {}
+    binding: dict[str, int] = {}
+    for entry in parameters.values():
+        for symbol in size_symbols(entry.value):
+            bounds = ranges.get(symbol)
+            low = bounds.min if bounds is not None and bounds.min is not None else 2
+            high = bounds.max if bounds is not None else None
+            size = max(_SAMPLE, low)
+            binding[symbol] = size if high is None else min(size, high)
+    resolved = dict(parameters)
+    for slot, entry in parameters.items():
+        if has_sizes(entry.value):
+            try:
+                resolved[slot] = Parameter(resolve_sizes(entry.value, binding), entry.learnable)
+            except (ValueError, ArithmeticError):
+                continue  # a size that cannot be computed for the sample: the run says why
+    return resolved
 
 
 def import_checks(model: Model, registry: OpRegistry) -> ImportChecks:
@@ -48,6 +77,8 @@ def import_checks(model: Model, registry: OpRegistry) -> ImportChecks:
         if node.calls is not None or node.id in failed:
             continue  # a call's settings are its target's; a node already refused says why
         parameters = {slot: model.parameters[name] for slot, name in node.parameters.items()}
+        if any(has_sizes(entry.value) for entry in parameters.values()):
+            parameters = _at_sample_sizes(model, parameters)
         try:
             with checking(node, spec, parameters):
                 pass
