@@ -25,12 +25,13 @@ import pytest
 
 import trama
 from trama import INPUT, Model, Node, Parameter, Ref, Tensor
-from trama.catalog import standard_specs
-from trama.format import OpSpec
+from trama.catalog import HALF_PRECISION, standard_specs
+from trama.format import OpSpec, numpy_dtype
 
 __all__ = [
     "DEFAULT_TOLERANCE",
     "DTYPE_EXCEPTIONS",
+    "HALF_DTYPES",
     "RUNTIMES",
     "TOLERANCES",
     "Case",
@@ -38,7 +39,10 @@ __all__ = [
     "ErrorLog",
     "Tolerance",
     "assert_agree",
+    "assert_within_half_tolerance",
     "catalog_leaves",
+    "in_float32",
+    "in_half",
     "normalize",
     "one_node_model",
     "prepare_everywhere",
@@ -196,7 +200,10 @@ def normalize(value: Any) -> Any:
         return type(value)(normalize(item) for item in value)
     detach = getattr(value, "detach", None)
     if callable(detach):
-        value = detach().cpu().numpy()
+        tensor = detach().cpu()
+        if str(tensor.dtype) == "torch.bfloat16":  # torch's numpy() has no bfloat16: exact through float32
+            return tensor.float().numpy().astype(numpy_dtype("bfloat16"))
+        value = tensor.numpy()
     return np.asarray(value)
 
 
@@ -293,3 +300,101 @@ def assert_agree(
         comparison = _Comparison((first, second), tolerance, log, key)
         for name, x, y in zip(names, a, b, strict=True):
             comparison.same(x, y, f"output {name!r}: {first} vs {second}")
+
+
+# --- Half precision ---------------------------------------------------------------------------
+
+#: The 16-bit float dtypes, which the catalog computes in float32 (``docs/ops.md``, "Half precision").
+HALF_DTYPES: tuple[str, ...] = tuple(HALF_PRECISION)
+
+_FLOAT32 = np.dtype(np.float32)
+
+
+def _recast(value: Any, source: np.dtype[Any], target: np.dtype[Any]) -> Any:
+    """``value`` with every array of dtype ``source`` (in tuples and lists too) cast to ``target``."""
+    if isinstance(value, np.ndarray):
+        return value.astype(target) if value.dtype == source else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_recast(item, source, target) for item in value)
+    return value
+
+
+def _recast_case(case: Case, source: np.dtype[Any], target: np.dtype[Any]) -> Case:
+    def each(values: Mapping[str, Any]) -> dict[str, Any]:
+        return {name: _recast(value, source, target) for name, value in values.items()}
+
+    return Case(case.op, each(case.inputs), each(case.slots), case.outputs, each(case.constants))
+
+
+def _holds(value: Any, dtype: np.dtype[Any]) -> bool:
+    """Whether ``value`` is, or holds in a tuple or list, an array of ``dtype``."""
+    if isinstance(value, np.ndarray):
+        return value.dtype == dtype
+    return isinstance(value, (tuple, list)) and any(_holds(item, dtype) for item in value)
+
+
+def _fits(value: Any, dtype: np.dtype[Any]) -> bool:
+    """Whether every finite float32 value in ``value`` stays finite in ``dtype``."""
+    if isinstance(value, np.ndarray):
+        if value.dtype != _FLOAT32:
+            return True
+        with np.errstate(over="ignore"):
+            return not np.any(np.isfinite(value) & np.isinf(value.astype(dtype)))
+    return not isinstance(value, (tuple, list)) or all(_fits(item, dtype) for item in value)
+
+
+def in_half(case: Case, dtype: str) -> Case | None:
+    """``case`` with every float32 tensor (inputs, slots, constants) rounded to the 16-bit
+    ``dtype``; ``None`` when it has none, and so nothing to compute in half precision, or when
+    one of its values lies beyond the dtype's range (``-1e9`` in float16)."""
+    values = (*case.inputs.values(), *case.slots.values(), *case.constants.values())
+    if not any(_holds(value, _FLOAT32) for value in values):
+        return None
+    if not all(_fits(value, numpy_dtype(dtype)) for value in values):
+        return None
+    return _recast_case(case, _FLOAT32, numpy_dtype(dtype))
+
+
+def in_float32(case: Case, dtype: str) -> Case:
+    """A case of :func:`in_half` with its 16-bit tensors back in float32, exactly: the values whose
+    float32 computation the half-precision results are compared with."""
+    return _recast_case(case, numpy_dtype(dtype), _FLOAT32)
+
+
+def assert_within_half_tolerance(
+    results: Mapping[str, Sequence[Any]],
+    reference: Sequence[Any],
+    names: Sequence[str],
+    dtype: str,
+    t: float,
+    *,
+    log: ErrorLog | None = None,
+    key: str = "",
+) -> None:
+    """Every runtime's outputs for 16-bit inputs (``results``) are within the catalog's tolerance
+    of the float32 computation of the same values (``reference``): a float32 reference value gives
+    a value of ``dtype`` with ``|y − y₃₂| ≤ t · (1 + |y₃₂|)`` (``assert_allclose`` with ``rtol =
+    atol = t``; NaN where the reference has NaN, ±inf where its value lies beyond ``dtype``'s range),
+    anything else the same value exactly (a documented dtype exception allowed)."""
+    expected = [normalize(value) for value in reference]
+    for name, values in results.items():
+        outputs = [normalize(value) for value in values]
+        assert len(outputs) == len(expected) == len(names), f"{name} gave {len(outputs)} outputs, expected {names}"
+        for port, y, y32 in zip(names, outputs, expected, strict=True):
+            where = f"output {port!r} of {name} in {dtype}"
+            if not isinstance(y32, np.ndarray) or y32.dtype != _FLOAT32:
+                _Comparison(("numpy", name), DEFAULT_TOLERANCE, None, key).same(y32, y, where)
+                continue
+            assert isinstance(y, np.ndarray), f"{where}: {y!r} ({type(y).__name__}), expected an array"
+            assert y.dtype == numpy_dtype(dtype), f"{where}: dtype {y.dtype}, expected {dtype}"
+            assert y.shape == y32.shape, f"{where}: shape {list(y.shape)} vs {list(y32.shape)}"
+            with np.errstate(over="ignore"):
+                beyond = np.isfinite(y32) & np.isinf(y32.astype(y.dtype).astype(_FLOAT32))
+            target = np.where(beyond, np.copysign(np.inf, y32), y32)
+            wide = y.astype(np.float64)
+            both = np.isfinite(wide) & np.isfinite(target)
+            error = float(np.max(np.abs(wide[both] - target[both]) / (1 + np.abs(target[both])), initial=0.0))
+            if log is not None:
+                log.note(f"{key} {dtype} {name}", error)
+            message = f"{where} (largest |y − y₃₂| / (1 + |y₃₂|): {error:.3g}, allowed {t:.3g})"
+            np.testing.assert_allclose(wide, target, rtol=t, atol=t, equal_nan=True, err_msg=message)

@@ -215,7 +215,7 @@ def test_the_module_variants_are_leaves_both_ways(module: Callable[[], nn.Module
     with torch.no_grad():
         want = wrapper(x)
         back = trama.import_model(document, registry=trama.registry("torch"))
-        assert any(type(part) is type(layer) for part in back.modules())
+        assert any(isinstance(part, type(layer)) for part in back.modules())  # a subclass where torch errs
         assert torch.equal(back(x), want)
     for runtime in RUNTIMES:
         result = trama.runtime_for_name(runtime).prepare(document).run([x.numpy()])[0]

@@ -11,18 +11,20 @@ convolutions accumulate in float32 and round once (bias included), normalization
 compute their statistics and result in float32 and round once, and elementwise steps (gates,
 residual sums) run in the input dtype, rounding after each op as torch does. Every other dtype
 computes in itself (float32 in float32; float64 needs JAX's x64 mode, which trama-jax never turns
-on, so without it JAX has already made a float64 input float32).
+on, so without it JAX has already made a float64 input float32). An activation of a 16-bit float
+is computed in float32 and rounded once (:func:`opmath`), as torch's CPU kernels compute it: the
+catalog's half-precision rule (``docs/ops.md``, "Half precision").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["HIGHEST", "accumulation", "dense", "epsilon", "normalized", "product", "softmax"]
+__all__ = ["HIGHEST", "accumulation", "dense", "epsilon", "normalized", "opmath", "product", "softmax"]
 
 HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -34,6 +36,13 @@ def accumulation(dtype: np.dtype | jnp.dtype) -> np.dtype:
     "opmath" type on the CPU), else the dtype itself."""
     dtype = np.dtype(dtype)
     return np.dtype(np.float32) if dtype in _HALF else dtype
+
+
+def opmath(formula: Callable[[jax.Array], jax.Array], x: jax.Array) -> jax.Array:
+    """``formula`` of ``x`` computed in :func:`accumulation`'s dtype and rounded once to ``x``'s:
+    an elementwise op on a 16-bit float as torch's CPU kernels compute it (a Python-number setting
+    inside ``formula`` then meets ``x`` as a float32, as torch's settings do)."""
+    return formula(x.astype(accumulation(x.dtype))).astype(x.dtype)
 
 
 def epsilon(dtype: np.dtype | jnp.dtype) -> float:

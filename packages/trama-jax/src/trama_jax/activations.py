@@ -7,9 +7,8 @@ The formulas are ``jax.nn``'s where it has them, because those are written for d
 ``relu``'s derivative at 0 is 0 (torch's choice), ``elu`` and ``softplus`` never evaluate an
 ``exp`` that overflows in the branch ``where`` discards (which would turn the gradient into NaN),
 and ``softmax`` subtracts the maximum without differentiating through it. Every activation keeps
-its input's dtype and computes in it, as torch's kernels do for float32; 16-bit inputs of the
-exponential ones (softmax, log-softmax) are computed in float32 and rounded once, as torch does on
-the CPU.
+its input's dtype; 16-bit inputs are computed in float32 and rounded once
+(:func:`trama_jax._numerics.opmath`), as torch does on the CPU: the catalog's half-precision rule.
 
 Settings come checked from the core (:func:`trama.catalog.check_settings`: a bad one raises
 :class:`trama.RegistryError`, the same in every framework); an input the op does not accept (an
@@ -27,7 +26,7 @@ import jax.numpy as jnp
 
 from trama import Node, Parameter
 from trama.catalog import check_settings
-from trama_jax._numerics import accumulation
+from trama_jax._numerics import accumulation, opmath
 from trama_jax._registry import implements
 from trama_jax._slots import Site
 from trama_jax.functions import wrap_dim
@@ -40,11 +39,12 @@ _Formula = Callable[[jax.Array], jax.Array]
 
 
 def _elementwise(node: Node, formula: _Formula) -> JaxKernel:
-    """A kernel applying ``formula`` to a floating ``x`` (see :meth:`Site.floating`)."""
+    """A kernel applying ``formula`` to a floating ``x`` (see :meth:`Site.floating`), in float32
+    for a 16-bit ``x`` and rounded once (:func:`~trama_jax._numerics.opmath`)."""
     site = Site(node)
 
     def apply(tensors: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
-        return {"y": formula(site.floating(inputs))}
+        return {"y": opmath(formula, site.floating(inputs))}
 
     return JaxKernel(apply)
 
@@ -164,8 +164,10 @@ def hardswish(node: Node, *, children: Mapping[str, Any], parameters: Mapping[st
 # --- Opset 2 ----------------------------------------------------------------------------------
 #
 # A setting compared with ``x`` (a clamp's bounds, a threshold, ``lambd``) is a Python float,
-# which JAX's weak typing converts to ``x``'s dtype before comparing: the same number torch's
-# kernels compare with (float32's ``0.1``, not float64's).
+# which JAX's weak typing converts to the dtype the formula computes in before comparing: the same
+# number torch's kernels compare with (float32's ``0.1``, not float64's; float32's for a 16-bit
+# ``x`` too, which :func:`_elementwise` computes in float32). ``Hardshrink`` is the exception: torch
+# rounds its ``lambd`` to ``x``'s own dtype.
 
 
 def _clamp(node: Node, low: float, high: float) -> JaxKernel:
@@ -208,8 +210,8 @@ def _prelu(x: jax.Array, slopes: jax.Array, site: Site) -> jax.Array:
             f"weight has shape {list(slopes.shape)}; it must hold 1 value or one per channel "
             f"({channels}, x.shape[1] of x {list(x.shape)})"
         )
-    w = slopes.reshape(() if slopes.size == 1 else (-1, *[1] * (x.ndim - 2)))
-    return jnp.where(x > 0, x, w * x)
+    w = slopes.reshape(() if slopes.size == 1 else (-1, *[1] * (x.ndim - 2))).astype(accumulation(x.dtype))
+    return opmath(lambda wide: jnp.where(wide > 0, wide, w * wide), x)
 
 
 @implements("PReLU")
@@ -268,7 +270,7 @@ def glu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Par
         if x.shape[axis] % 2:
             raise site.fail(f"x has size {x.shape[axis]} along dim {dim}, which must be even")
         a, b = jnp.split(x, 2, axis=axis)
-        return {"y": a * jax.nn.sigmoid(b)}
+        return {"y": opmath(lambda wide: wide * jax.nn.sigmoid(b.astype(wide.dtype)), a)}
 
     return JaxKernel(apply)
 
@@ -293,9 +295,17 @@ def tanhshrink(node: Node, *, children: Mapping[str, Any], parameters: Mapping[s
 
 @implements("Hardshrink", "hardshrink")
 def hardshrink(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> JaxKernel:
-    """0 where ``−lambd ≤ x ≤ lambd``, else ``x`` (NaN fails both tests, so it stays NaN)."""
+    """0 where ``−lambd ≤ x ≤ lambd``, else ``x`` (NaN fails both tests, so it stays NaN);
+    ``lambd`` is rounded to ``x``'s dtype, also a 16-bit one, as torch's kernel rounds it."""
     lambd = check_settings(node, parameters).number("lambd")
-    return _elementwise(node, lambda x: jnp.where((x >= -lambd) & (x <= lambd), jnp.zeros_like(x), x))
+    site = Site(node)
+
+    def apply(tensors: Mapping[str, Any], inputs: Mapping[str, Any]) -> dict[str, Any]:
+        x = site.floating(inputs)
+        bound = jnp.asarray(lambd, x.dtype)
+        return {"y": jnp.where((x >= -bound) & (x <= bound), jnp.zeros_like(x), x)}
+
+    return JaxKernel(apply)
 
 
 @implements("Softshrink", "softshrink")

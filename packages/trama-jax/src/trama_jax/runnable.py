@@ -61,7 +61,7 @@ def _narrowed(value: Any, fact: Any) -> Any:
         isinstance(value, jax.Array)
         and declared in _NARROWED
         and str(value.dtype) == _NARROWED[declared]
-        and not jax.config.jax_enable_x64
+        and not jax.config.read("jax_enable_x64")  # type: ignore[no-untyped-call]
     ):
         return np.asarray(value).astype(numpy_dtype(declared))
     return value

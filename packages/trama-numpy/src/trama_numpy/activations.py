@@ -31,7 +31,7 @@ import numpy.typing as npt
 from trama import Node, Parameter
 from trama.catalog import check_settings
 from trama.extension import Kernel
-from trama.format import numpy_dtype
+from trama_numpy._precision import compute_dtype, is_floating
 from trama_numpy._registry import implements, required_array
 
 __all__ = [
@@ -68,9 +68,6 @@ __all__ = [
 
 Array = npt.NDArray[Any]
 Float64Array = npt.NDArray[np.float64]
-
-#: The floating dtypes of the format (bfloat16 is ml_dtypes' type, whose numpy kind is not "f").
-_FLOATING = frozenset(numpy_dtype(name) for name in ("float16", "bfloat16", "float32", "float64"))
 
 
 # --- The error function ---------------------------------------------------------------------
@@ -222,7 +219,7 @@ def _floating_input(inputs: Mapping[str, Any], where: str) -> Array:
     """The value on ``x``, which must be a floating tensor: torch refuses integer inputs to these
     activations (or, for a few, makes them float32, against the catalog's "dtype of `x`")."""
     x = np.asarray(inputs["x"])
-    if x.dtype not in _FLOATING:
+    if not is_floating(x.dtype):
         raise TypeError(f"{where}: x must be a floating-point tensor, got dtype {x.dtype}")
     return x
 
@@ -255,7 +252,7 @@ def relu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Pa
 
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         x = np.asarray(inputs["x"])
-        if x.dtype.kind not in "iuf" and x.dtype not in _FLOATING:  # bools too: torch refuses them
+        if x.dtype.kind not in "iu" and not is_floating(x.dtype):  # bools too: torch refuses them
             raise TypeError(f"{where}: x must be a numeric tensor, got dtype {x.dtype}")
         # np.maximum propagates NaN (maximum(NaN, 0) is NaN) and is 4x faster than np.where here.
         return {"y": np.maximum(x, np.zeros((), dtype=x.dtype))}
@@ -391,11 +388,12 @@ def hardswish(node: Node, *, children: Mapping[str, Any], parameters: Mapping[st
 # --- Opset 2 ----------------------------------------------------------------------------------
 
 
-def _rounded(value: float, x: Array) -> float:
-    """A setting as torch's kernel holds it: a number of ``x``'s dtype (widened back to float64
-    for the formula). Comparing with the unrounded float64 would move the boundary: ``0.1`` in
-    float64 is not float32's ``0.1``, and torch compares ``x`` with the latter."""
-    return float(np.asarray(value, dtype=np.float64).astype(x.dtype))
+def _rounded(value: float, x: Array, *, own: bool = False) -> float:
+    """A setting as torch's kernel holds it: a number of the dtype ``x`` is computed in (float32
+    for a 16-bit ``x``, torch's "opmath" type), or with ``own`` of ``x``'s own dtype (widened back
+    to float64 for the formula). Comparing with the unrounded float64 would move the boundary:
+    ``0.1`` in float64 is not float32's ``0.1``, and torch compares ``x`` with the latter."""
+    return float(np.asarray(value, dtype=np.float64).astype(x.dtype if own else compute_dtype(x.dtype)))
 
 
 def _with_dtype(node: Node, make: Callable[[Array], Callable[[Float64Array], Float64Array]]) -> Kernel:
@@ -550,11 +548,12 @@ def tanhshrink(node: Node, *, children: Mapping[str, Any], parameters: Mapping[s
 
 @implements("Hardshrink", "hardshrink")
 def hardshrink(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Kernel:
-    """0 where ``−lambd ≤ x ≤ lambd``, else ``x`` (NaN fails both tests, so it stays NaN)."""
+    """0 where ``−lambd ≤ x ≤ lambd``, else ``x`` (NaN fails both tests, so it stays NaN);
+    ``lambd`` is rounded to ``x``'s own dtype, also a 16-bit one, as torch's kernel rounds it."""
     lambd = check_settings(node, parameters).number("lambd")
 
     def make(x: Array) -> Callable[[Float64Array], Float64Array]:
-        bound = _rounded(lambd, x)
+        bound = _rounded(lambd, x, own=True)
         return lambda x64: np.where((x64 >= -bound) & (x64 <= bound), 0.0, x64)
 
     return _with_dtype(node, make)

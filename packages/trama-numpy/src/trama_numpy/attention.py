@@ -21,15 +21,12 @@ import numpy.typing as npt
 from trama import Node, Parameter
 from trama.catalog import check_settings
 from trama.extension import Kernel
-from trama.format import numpy_dtype
+from trama_numpy._precision import is_floating
 from trama_numpy._registry import implements
 
 __all__ = ["scaled_dot_product_attention"]
 
 Array = npt.NDArray[Any]
-
-#: The floating dtypes of the format (bfloat16 is ml_dtypes' type, whose numpy kind is not "f").
-_FLOATING = frozenset(numpy_dtype(name) for name in ("float16", "bfloat16", "float32", "float64"))
 
 
 def _where(node: Node) -> str:
@@ -79,7 +76,7 @@ def scaled_dot_product_attention(
     def kernel(inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         q, k, v = (np.asarray(inputs[port]) for port in ("query", "key", "value"))
         for port, array in (("query", q), ("key", k), ("value", v)):
-            if array.dtype not in _FLOATING:
+            if not is_floating(array.dtype):
                 raise TypeError(f"{where}: {port} must be a floating-point tensor, got dtype {array.dtype}")
             if array.ndim < 2:
                 raise ValueError(f"{where}: {port} must have at least two dimensions, got shape {list(array.shape)}")

@@ -39,7 +39,7 @@ from trama import Node, Parameter
 from trama._deprecated import moved_names
 from trama.catalog import check_settings, result_type, torch_index
 from trama.extension import Kernel
-from trama.format import numpy_dtype
+from trama_numpy._precision import is_floating
 from trama_numpy._registry import implements, optional_array, required_array
 
 __all__ = [
@@ -76,10 +76,6 @@ _BOOL = np.dtype(np.bool_)
 _INT64 = np.dtype(np.int64)
 _FLOAT32 = np.dtype(np.float32)
 _FLOAT64 = np.dtype(np.float64)
-_FLOAT16 = numpy_dtype("float16")
-_BFLOAT16 = numpy_dtype("bfloat16")
-#: The floating dtypes of the format (bfloat16 is ml_dtypes' type, whose numpy kind is not "f").
-_FLOATING = frozenset((_FLOAT16, _BFLOAT16, _FLOAT32, _FLOAT64))
 
 
 # --- Messages and dimensions ----------------------------------------------------------------
@@ -115,8 +111,9 @@ def _output(value: Any) -> Array:
 # --- Dtypes ---------------------------------------------------------------------------------
 
 
-def _is_floating(dtype: np.dtype[Any]) -> bool:
-    return dtype in _FLOATING
+#: Whether a dtype is floating, bfloat16 included (numpy's kind "f" misses it): one test for
+#: every kernel, :mod:`trama_numpy._precision`'s.
+_is_floating = is_floating
 
 
 def _operand(value: Any) -> Operand:

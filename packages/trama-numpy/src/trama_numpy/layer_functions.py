@@ -38,6 +38,7 @@ from trama.catalog._layer_functions_checks import (
 from trama.catalog._reader import Settings
 from trama.extension import Kernel
 from trama_numpy import layers
+from trama_numpy._precision import compute_dtype, rounded, widened
 from trama_numpy._registry import implements
 
 __all__ = [
@@ -149,11 +150,12 @@ class _Addmm(_Function):
         except ValueError:
             raise self.fail(f"input of shape {list(addend.shape)} does not broadcast to {list(shape)}") from None
         beta, alpha = self.settings["beta"], self.settings["alpha"]
-        product = mat1 @ mat2
-        y = product if alpha == 1 else product * np.asarray(alpha, mat1.dtype)
+        work = compute_dtype(mat1.dtype)  # float32 for the 16-bit floats, rounded once at the end
+        product = widened(mat1) @ widened(mat2)
+        y = product if alpha == 1 else product * np.asarray(alpha, work)
         if beta != 0:  # beta 0: input ignored, its NaNs included (torch's rule)
-            y = y + (addend if beta == 1 else addend * np.asarray(beta, mat1.dtype))
-        return {"y": np.asarray(y, dtype=mat1.dtype)}
+            y = y + (widened(addend) if beta == 1 else widened(addend) * np.asarray(beta, work))
+        return {"y": rounded(y, mat1.dtype)}
 
 
 @implements("addmm")
@@ -412,11 +414,11 @@ class _WeightNorm(_Function):
         axes = self.fit(weight_norm_axes, v.shape, g.shape, self.settings.integer("dim"))
         # 16-bit floats are summed in float32, as torch's kernels do; a zero norm gives NaN (0 · ∞),
         # which is the catalog's value, so numpy's warnings about it are silenced.
-        wide = v.astype(np.float32) if v.dtype.itemsize < 4 else v
+        wide = widened(v)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             norm = np.sqrt(np.sum(wide * wide, axis=axes, keepdims=True))
-            y = wide * (g.astype(wide.dtype, copy=False) / norm)
-        return {"y": np.asarray(y, dtype=v.dtype)}
+            y = wide * (widened(g) / norm)
+        return {"y": rounded(y, v.dtype)}
 
 
 @implements("weight_norm")

@@ -3,7 +3,10 @@ normalization, embedding, dropout and shape helpers (``docs/ops.md``, section *L
 
 These are the reference the other frameworks are tested against, so each kernel follows the
 catalog's formula as literally as vectorised numpy allows, and computes in the dtype of its input
-(float32 in, float32 out), as torch does; parameters of another dtype are cast to it.
+(float32 in, float32 out), as torch does; parameters of another dtype are cast to it. A float16 or
+bfloat16 input is computed in float32 and the result rounded once to its dtype, the catalog's
+half-precision rule (:mod:`trama_numpy._precision`): products and sums accumulate in float32, and
+a normalization's ``eps`` is added in float32, where ``1e-12`` is not lost as it is in float16.
 
 Every factory builds from its node's settings as the core checked them
 (:func:`trama.catalog.check_settings`: defaults applied, a bad setting or a weight whose shape
@@ -34,6 +37,7 @@ from trama.catalog import (
     flattened_shape,
 )
 from trama.extension import Kernel
+from trama_numpy._precision import compute_dtype, epsilon, is_floating, parameter_like, rounded, widened
 from trama_numpy._registry import implements, optional_array, required_array
 
 __all__ = [
@@ -71,9 +75,10 @@ class _Kernel:
 
     def floating(self, inputs: Mapping[str, Any], port: str = "x") -> Array:
         """The value on ``port`` as an array, which must hold floating-point numbers (torch refuses
-        integer inputs to these layers; numpy would silently compute in integers)."""
+        integer inputs to these layers; numpy would silently compute in integers). bfloat16 is
+        floating too, though numpy's kind for it is not ``"f"``."""
         array = np.asarray(inputs[port])
-        if array.dtype.kind != "f":
+        if not is_floating(array.dtype):
             raise TypeError(f"{self.where}: {port} must be a floating-point array, got dtype {array.dtype}")
         return array
 
@@ -85,8 +90,9 @@ class _Kernel:
 
 
 def _like(parameter: Array, x: Array) -> Array:
-    """A parameter in the input's dtype (no copy when it already is)."""
-    return parameter.astype(x.dtype, copy=False)
+    """A parameter as the kernel computes with it for the input ``x``: in ``x``'s dtype, widened
+    to float32 when that is a 16-bit one (no copy when it already is)."""
+    return parameter_like(parameter, x.dtype)
 
 
 # --- Dense maps -----------------------------------------------------------------------------
@@ -107,10 +113,10 @@ class _Linear(_Kernel):
         x = self.floating(inputs)
         if x.ndim == 0 or x.shape[-1] != self.in_features:
             raise self.fail(f"x has shape {list(x.shape)}, whose last dimension should be {self.in_features}")
-        y = x @ _like(self.weight_t, x)
+        y = widened(x) @ _like(self.weight_t, x)
         if self.bias is not None:
             y += _like(self.bias, x)
-        return {"y": y}
+        return {"y": rounded(y, x.dtype)}
 
 
 @implements("Linear")
@@ -138,11 +144,11 @@ class _Bilinear(_Kernel):
         weight = _like(self.weight, x1)
         # Two contractions instead of one three-operand einsum: input1 with the weight first (a
         # GEMM, [*, out, in2]), then that with input2 along in2.
-        partial = np.tensordot(x1, weight, axes=([-1], [1]))
-        y = np.einsum("...oj,...j->...o", partial, x2)
+        partial = np.tensordot(widened(x1), weight, axes=([-1], [1]))
+        y = np.einsum("...oj,...j->...o", partial, widened(x2))
         if self.bias is not None:
             y += _like(self.bias, x1)
-        return {"y": y}
+        return {"y": rounded(y, x1.dtype)}
 
 
 @implements("Bilinear")
@@ -238,14 +244,14 @@ class _Conv(_Kernel):
         x = self.floating(inputs)
         dims = len(self.kernel)
         batched = _batched(self, x, dims, self.in_channels)
-        padded = self._pad(batched)
+        padded = self._pad(widened(batched))
         try:
             y = _correlate(padded, _like(self.weight, x), self.kernel, self.stride, self.dilation, self.groups)
         except ValueError as exc:
             raise self.fail(str(exc)) from None
         if self.bias is not None:
             y += _like(self.bias, x).reshape(-1, *([1] * dims))
-        return {"y": y if batched is x else y[0]}
+        return {"y": rounded(y if batched is x else y[0], x.dtype)}
 
     def _pad(self, x: Array) -> Array:
         if not any(before or after for before, after in self.pads):
@@ -342,8 +348,11 @@ class _ConvTranspose(_Kernel):
         batched = _batched(self, x, dims, self.in_channels)
         n, channels, *sizes = batched.shape
         every = slice(None)
-        spread = np.zeros((n, channels, *((s - 1) * t + 1 for s, t in zip(sizes, self.stride, strict=True))), x.dtype)
-        spread[(every, every, *(slice(None, None, t) for t in self.stride))] = batched
+        work = widened(batched)
+        spread = np.zeros(
+            (n, channels, *((s - 1) * t + 1 for s, t in zip(sizes, self.stride, strict=True))), work.dtype
+        )
+        spread[(every, every, *(slice(None, None, t) for t in self.stride))] = work
         # Pad by the positive amounts, then crop by the negative ones.
         pads = tuple((max(low, 0), max(high, 0)) for low, high in zip(self.lows, self.highs, strict=True))
         padded = np.pad(spread, ((0, 0), (0, 0), *pads))
@@ -358,7 +367,7 @@ class _ConvTranspose(_Kernel):
             raise self.fail(f"the output size for x of shape {list(x.shape)} is not positive") from None
         if self.bias is not None:
             y += _like(self.bias, x).reshape(-1, *([1] * dims))
-        return {"y": y if batched is x else y[0]}
+        return {"y": rounded(y if batched is x else y[0], x.dtype)}
 
 
 @implements("ConvTranspose1d", "ConvTranspose2d")
@@ -411,7 +420,7 @@ class _MaxPool(_Pool):
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Array]:
         x = np.asarray(inputs["x"])
-        if x.dtype.kind == "f":
+        if is_floating(x.dtype):
             fill: Any = -np.inf  # padding never wins (a NaN in the window still does, as in torch)
         elif x.dtype.kind in "iu":
             fill = np.iinfo(x.dtype).min
@@ -437,13 +446,14 @@ class _AvgPool(_Pool):
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Array]:
         x = self.floating(inputs)
-        windows, out = self.windows(x, 0)
+        work = widened(x)
+        windows, out = self.windows(work, 0)
         total = windows.sum(axis=(-2, -1))
         if self.divisor_override is not None:
-            divisor: Array = np.asarray(self.divisor_override, x.dtype)
+            divisor: Array = np.asarray(self.divisor_override, work.dtype)
         else:
-            divisor = self.geometry.divisors(x.shape[-2:], out, self.count_include_pad).astype(x.dtype)
-        return {"y": total / divisor}
+            divisor = self.geometry.divisors(x.shape[-2:], out, self.count_include_pad).astype(work.dtype)
+        return {"y": rounded(total / divisor, x.dtype)}
 
 
 @implements("AvgPool2d")
@@ -472,8 +482,9 @@ class _AdaptiveAvgPool(_Kernel):
         (rows, row_counts), (cols, col_counts) = (
             adaptive_windows(size, out) for size, out in zip(x.shape[-2:], self.output_size, strict=True)
         )
-        total = rows.astype(x.dtype) @ x @ cols.astype(x.dtype).T
-        return {"y": total / np.outer(row_counts, col_counts).astype(x.dtype)}
+        work = widened(x)
+        total = rows.astype(work.dtype) @ work @ cols.astype(work.dtype).T
+        return {"y": rounded(total / np.outer(row_counts, col_counts).astype(work.dtype), x.dtype)}
 
 
 @implements("AdaptiveAvgPool2d")
@@ -517,17 +528,18 @@ class _BatchNorm(_Kernel):
         if x.shape[1] != self.channels:
             raise self.fail(f"x has {x.shape[1]} channels (shape {list(x.shape)}), expected {self.channels}")
         shape = (1, -1, *([1] * (x.ndim - 2)))  # a per-channel vector, broadcast along dimension 1
+        work = widened(x)
         if self.mean is not None and self.var is not None:
             mean, var = _like(self.mean, x).reshape(shape), _like(self.var, x).reshape(shape)
         else:  # no running statistics: the batch's, biased, over every dimension but the channel
             axes = (0, *range(2, x.ndim))
-            mean, var = x.mean(axis=axes, keepdims=True), x.var(axis=axes, keepdims=True)
-        y = _normalize(x, mean, var, self.eps)
+            mean, var = work.mean(axis=axes, keepdims=True), work.var(axis=axes, keepdims=True)
+        y = _normalize(work, mean, var, self.eps)
         if self.weight is not None:
             y = y * _like(self.weight, x).reshape(shape)
         if self.bias is not None:
             y = y + _like(self.bias, x).reshape(shape)
-        return {"y": y}
+        return {"y": rounded(y, x.dtype)}
 
 
 def _batch_norm(
@@ -584,11 +596,13 @@ class _TrailingNorm(_Kernel):
         return x
 
     def affine(self, y: Array, x: Array) -> dict[str, Array]:
+        """``y · weight + bias``, ``y`` the normalized ``x`` in the compute dtype, rounded once to
+        ``x``'s dtype."""
         if self.weight is not None:
             y = y * _like(self.weight, x)
         if self.bias is not None:
             y = y + _like(self.bias, x)
-        return {"y": y}
+        return {"y": rounded(y, x.dtype)}
 
 
 class _LayerNorm(_TrailingNorm):
@@ -596,9 +610,10 @@ class _LayerNorm(_TrailingNorm):
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Array]:
         x = self.checked(inputs)
-        mean, var = x.mean(axis=self.axes, keepdims=True), x.var(axis=self.axes, keepdims=True)
+        work = widened(x)
+        mean, var = work.mean(axis=self.axes, keepdims=True), work.var(axis=self.axes, keepdims=True)
         assert self.eps is not None  # LayerNorm's eps is never null
-        return self.affine(_normalize(x, mean, var, self.eps), x)
+        return self.affine(_normalize(work, mean, var, self.eps), x)
 
 
 @implements("LayerNorm")
@@ -614,9 +629,11 @@ class _RMSNorm(_TrailingNorm):
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Array]:
         x = self.checked(inputs)
-        eps = np.finfo(x.dtype).eps if self.eps is None else self.eps  # null: the dtype's epsilon
-        mean_square = np.mean(x * x, axis=self.axes, keepdims=True)
-        return self.affine(x * (1 / np.sqrt(mean_square + eps)), x)
+        # null: the epsilon of the dtype the norm is computed in (float32's for a 16-bit x), as torch
+        eps = epsilon(compute_dtype(x.dtype)) if self.eps is None else self.eps
+        work = widened(x)
+        mean_square = np.mean(work * work, axis=self.axes, keepdims=True)
+        return self.affine(work * (1 / np.sqrt(mean_square + eps)), x)
 
 
 @implements("RMSNorm")
@@ -641,7 +658,8 @@ class _GroupNorm(_Kernel):
         if x.ndim < 2 or x.shape[1] != self.channels:
             raise self.fail(f"x should be [N, {self.channels}, *], got shape {list(x.shape)}")
         # [N, G, C/G · ∏*]: a group's channels are consecutive, so each row is one (n, g) group.
-        grouped = x.reshape(x.shape[0], self.groups, self.channels // self.groups * math.prod(x.shape[2:]))
+        work = widened(x)
+        grouped = work.reshape(x.shape[0], self.groups, self.channels // self.groups * math.prod(x.shape[2:]))
         mean, var = grouped.mean(axis=-1, keepdims=True), grouped.var(axis=-1, keepdims=True)
         y = _normalize(grouped, mean, var, self.eps).reshape(x.shape)
         shape = (-1, *([1] * (x.ndim - 2)))  # per channel, broadcast over N and *
@@ -649,7 +667,7 @@ class _GroupNorm(_Kernel):
             y = y * _like(self.weight, x).reshape(shape)
         if self.bias is not None:
             y = y + _like(self.bias, x).reshape(shape)
-        return {"y": y}
+        return {"y": rounded(y, x.dtype)}
 
 
 @implements("GroupNorm")
@@ -685,12 +703,13 @@ class _Embedding(_Kernel):
 
     def _renormed(self, y: Array) -> Array:
         """Rows whose norm exceeds ``max_norm`` scaled by ``max_norm / (norm + 1e-7)``, as
-        torch's ``embedding_renorm_``: the norm in the weight's dtype, the factor in double
-        precision and rounded to that dtype once."""
+        torch's ``embedding_renorm_``: the norm in the weight's compute dtype, the factor in double
+        precision and rounded to the weight's dtype once, the product rounded once."""
         assert self.max_norm is not None
-        norm = np.linalg.norm(y, ord=self.norm_type, axis=-1, keepdims=True)
-        factor = (self.max_norm / (norm.astype(np.float64) + 1e-7)).astype(y.dtype)
-        return np.where(norm > self.max_norm, y * factor, y)
+        work = widened(y)
+        norm = np.linalg.norm(work, ord=self.norm_type, axis=-1, keepdims=True)
+        factor = widened(rounded(self.max_norm / (norm.astype(np.float64) + 1e-7), y.dtype))
+        return rounded(np.where(norm > self.max_norm, work * factor, work), y.dtype)
 
 
 @implements("Embedding")

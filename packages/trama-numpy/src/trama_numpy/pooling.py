@@ -2,7 +2,9 @@
 and three dimensions, adaptive pools, resampling and padding.
 
 These are the reference the other frameworks are tested against, so each kernel follows the
-catalog's formula as literally as vectorised numpy allows and computes in its input's dtype.
+catalog's formula as literally as vectorised numpy allows and computes in its input's dtype; a
+float16 or bfloat16 input is computed in float32 and rounded once (the catalog's half-precision
+rule, :mod:`trama_numpy._precision`), which a maximum, exact in any dtype, does not need.
 The kernels are written once for any number of spatial dimensions: a pool is a strided window
 view of the padded input (opset 1's 2-d ``MaxPool2d``/``AvgPool2d`` in ``trama_numpy.layers``,
 generalised), an adaptive average contracts each spatial dimension with a 0/1 membership matrix
@@ -36,6 +38,7 @@ from trama.catalog._pooling_geometry import (
     resampling_taps,
 )
 from trama.extension import Kernel
+from trama_numpy._precision import compute_dtype, is_floating, rounded, widened
 from trama_numpy._registry import implements
 
 __all__: list[str] = []
@@ -52,16 +55,17 @@ class _Kernel:
         self.where = f"{node.op} (node {node.id!r})"
 
     def floating(self, inputs: Mapping[str, Any]) -> Array:
-        """``x`` as an array of floating-point numbers (torch refuses integers here)."""
+        """``x`` as an array of floating-point numbers, bfloat16 included (torch refuses integers
+        here)."""
         array = np.asarray(inputs["x"])
-        if array.dtype.kind != "f":
+        if not is_floating(array.dtype):
             raise TypeError(f"{self.where}: x must be a floating-point array, got dtype {array.dtype}")
         return array
 
     def ordered(self, inputs: Mapping[str, Any]) -> Array:
         """``x`` as an array of floating-point numbers or integers (what a maximum takes)."""
         array = np.asarray(inputs["x"])
-        if array.dtype.kind not in "fiu":
+        if array.dtype.kind not in "iu" and not is_floating(array.dtype):
             raise TypeError(f"{self.where}: x must be a floating-point or integer array, got dtype {array.dtype}")
         return array
 
@@ -74,7 +78,7 @@ class _Kernel:
 
 def _lowest(dtype: np.dtype[Any]) -> Any:
     """The value a maximum's padding holds: −∞, or an integer dtype's minimum."""
-    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+    return -np.inf if is_floating(dtype) else np.iinfo(dtype).min
 
 
 # --- Pools with fixed windows -------------------------------------------------------------------
@@ -128,17 +132,18 @@ class _AvgPool(_Kernel):
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Array]:
         x = self.floating(inputs)
+        work = widened(x)
         dims = len(self.windows.kernel)
         try:
-            view, out = pool_view(x, self.windows, 0, whole_kernel=dims == 3)
+            view, out = pool_view(work, self.windows, 0, whole_kernel=dims == 3)
         except ValueError as error:
             raise self.fail(error) from None
         total = view.sum(axis=tuple(range(-dims, 0)))
         if self.divisor_override is not None:
-            divisor: Array = np.asarray(self.divisor_override, x.dtype)
+            divisor: Array = np.asarray(self.divisor_override, work.dtype)
         else:
-            divisor = pool_divisors(self.windows, x.shape[-dims:], out, self.count_include_pad).astype(x.dtype)
-        return {"y": total / divisor}
+            divisor = pool_divisors(self.windows, x.shape[-dims:], out, self.count_include_pad).astype(work.dtype)
+        return {"y": rounded(total / divisor, x.dtype)}
 
 
 def _pool(kind: type[_MaxPool | _AvgPool], dims: int) -> Any:
@@ -161,16 +166,17 @@ for _dims, _names in ((1, ("AvgPool1d", "avg_pool1d")), (2, ("avg_pool2d",)), (3
 def adaptive_average(x: Array, sizes: Sequence[int | None]) -> Array:
     """The adaptive average of ``x`` over its last ``len(sizes)`` dimensions: each dimension is
     contracted with its membership matrix (sums of every window, overlapping ones included),
-    then divided by the windows' sizes, torch's sum-then-divide order."""
+    then divided by the windows' sizes, torch's sum-then-divide order; in float32 for a 16-bit
+    ``x``, rounded once."""
     dims = len(sizes)
     counts: npt.NDArray[np.int64] = np.ones((), np.int64)
+    work = widened(x)
     for d, out in enumerate(sizes):
         axis = x.ndim - dims + d
-        member, count = adaptive_windows(x.shape[axis], out)
-        x = np.moveaxis(np.matmul(member.astype(x.dtype), np.moveaxis(x, axis, -2)), -2, axis)
+        member, count = adaptive_windows(work.shape[axis], out)
+        work = np.moveaxis(np.matmul(member.astype(work.dtype), np.moveaxis(work, axis, -2)), -2, axis)
         counts = np.multiply.outer(counts, count)
-    mean: Array = x / counts.astype(x.dtype)
-    return mean
+    return rounded(work / counts.astype(work.dtype), x.dtype)
 
 
 def adaptive_maximum(x: Array, sizes: Sequence[int | None]) -> Array:
@@ -228,11 +234,6 @@ implements("AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "adaptive_max_pool1d", "ada
 # --- Resampling -------------------------------------------------------------------------------
 
 
-def _opmath(dtype: np.dtype[Any]) -> type:
-    """torch's CPU "opmath" float type of ``dtype``: float64 for float64, float32 for the rest."""
-    return np.float64 if dtype == np.float64 else np.float32
-
-
 class _Resample(_Kernel):
     """``interpolate`` and ``Upsample``: each spatial dimension resampled on its own, the last one
     first (torch's innermost loop), by gathering the source elements and adding them, each times
@@ -254,7 +255,7 @@ class _Resample(_Kernel):
         mode = settings.text("mode")
         if mode == "area":
             return {"y": adaptive_average(x, out)}
-        real = _opmath(x.dtype)
+        real = compute_dtype(x.dtype).type  # torch's CPU "opmath" type: float64 for float64, else float32
         y: Array = x.astype(real, copy=False)
         for axis in reversed(range(2, x.ndim)):
             d = axis - 2

@@ -18,7 +18,10 @@ Precision is the input's (float32 in, float32 arithmetic), because a reference t
 computed in float64 would hide the rounding that every float32 framework has, and because carrying
 a recurrent state across calls in the output dtype is what makes chunked streaming exact. The one
 exception is the exact GELU, whose ``erf`` numpy lacks: it is evaluated in float64 by ``math.erf``
-and rounded once.
+and rounded once. float16 and bfloat16 follow the catalog's half-precision rule
+(:mod:`trama_numpy._precision`): the layer computes in float32 and rounds its outputs once, and a
+recurrent layer rounds its state to the input's dtype after every step, as torch's state tensor
+is rounded, so that streaming in chunks stays exact.
 
 ``TransformerEncoder`` is a composite: runtimes execute its wiring, so it has no kernel here.
 
@@ -34,6 +37,8 @@ could not be turned into working runtime objects": the document is valid, this u
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +49,7 @@ import numpy.typing as npt
 
 import trama
 from trama.catalog import Settings, check_settings, merged_attention_mask, stacked_layers
+from trama_numpy._precision import HALF, compute_dtype, parameter_like, rounded
 from trama_numpy._registry import implements, optional_array, required_array
 
 __all__ = [
@@ -113,6 +119,18 @@ def _relu(x: Array) -> Array:
     return np.maximum(x, 0)
 
 
+def _in_dtype(value: Array | None, dtype: np.dtype[Any]) -> Any:
+    """An input or weight as the layer computes with it, for results of ``dtype``: rounded to
+    ``dtype``, and in float32 when that is a 16-bit float (no copy where nothing changes)."""
+    return None if value is None else parameter_like(np.asarray(value), dtype)
+
+
+def _widened_mask(mask: Any) -> Any:
+    """A float mask of a 16-bit dtype widened to float32 (exact), any other value as it is."""
+    array = None if mask is None else np.asarray(mask)
+    return array.astype(np.float32) if array is not None and array.dtype in HALF else mask
+
+
 # --------------------------------------------------------------------------------------------
 # Multi-head attention
 # --------------------------------------------------------------------------------------------
@@ -138,6 +156,15 @@ class _Attention:
     #: Key positions appended after the real ones (steps 2 and 4): the masks gain as many
     #: "not masked" columns.
     extra_keys: int
+
+    def for_dtype(self, dtype: np.dtype[Any]) -> _Attention:
+        """These weights as a layer computing results of ``dtype`` uses them (:func:`_in_dtype`):
+        itself when nothing changes (float32 weights for a float32 input)."""
+        names = ("w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "w_out", "b_out", "bias_k", "bias_v")
+        cast = {name: _in_dtype(getattr(self, name), dtype) for name in names}
+        if all(cast[name] is getattr(self, name) for name in names):
+            return self
+        return dataclasses.replace(self, **cast)
 
     def __call__(
         self, query: Array, key: Array, value: Array, mask: Array | None, *, need_weights: bool, average: bool
@@ -257,16 +284,20 @@ class MultiheadAttentionKernel:
         n, length, _ = query.shape
         source = key.shape[1]
         dtype = np.result_type(query, self.attention.w_q)
+        work = compute_dtype(dtype)
         mask = self.attention.merged_mask(
-            inputs.get("attn_mask"),
-            inputs.get("key_padding_mask"),
+            _widened_mask(inputs.get("attn_mask")),
+            _widened_mask(inputs.get("key_padding_mask")),
             n=n,
             length=length,
             source=source,
-            dtype=dtype,
+            dtype=work,
             batched=batched,
         )
-        y, weights = self.attention(query, key, value, mask, need_weights=self.need_weights, average=self.average)
+        query, key, value = (_in_dtype(x, dtype) for x in (query, key, value))
+        attention = self.attention.for_dtype(dtype)
+        y, weights = attention(query, key, value, mask, need_weights=self.need_weights, average=self.average)
+        y, weights = rounded(y, dtype), None if weights is None else rounded(weights, dtype)
         if not batched:
             y = y[0]
             weights = None if weights is None else weights[0]
@@ -319,37 +350,43 @@ class TransformerEncoderLayerKernel:
         self.batch_first = batch_first
         self.norm_first = norm_first
 
-    def _norm(self, module: str, x: Array) -> Array:
-        return _layer_norm(x, self.weights[module], self.biases[module], self.eps)
-
-    def _feed_forward(self, x: Array) -> Array:
-        hidden = self.activation(_linear(x, self.weights["linear1"], self.biases["linear1"]))
-        return _linear(hidden, self.weights["linear2"], self.biases["linear2"])
-
     def __call__(self, inputs: Mapping[str, Any]) -> Mapping[str, Any]:
         src = np.asarray(inputs["src"])
         batched = src.ndim == 3
         x = (src if self.batch_first else src.transpose(1, 0, 2)) if batched else src[None]
         n, length, _ = x.shape
+        dtype = np.result_type(x, self.attention.w_q)
         mask = self.attention.merged_mask(
-            inputs.get("src_mask"),
-            inputs.get("src_key_padding_mask"),
+            _widened_mask(inputs.get("src_mask")),
+            _widened_mask(inputs.get("src_key_padding_mask")),
             n=n,
             length=length,
             source=length,
-            dtype=np.result_type(x, self.attention.w_q),
+            dtype=compute_dtype(dtype),
             batched=batched,
         )
+        attention = self.attention.for_dtype(dtype)
+        weights = {module: _in_dtype(w, dtype) for module, w in self.weights.items()}
+        biases = {module: _in_dtype(b, dtype) for module, b in self.biases.items()}
+
+        def norm(module: str, z: Array) -> Array:
+            return _layer_norm(z, weights[module], biases[module], self.eps)
+
+        def feed_forward(z: Array) -> Array:
+            hidden = self.activation(_linear(z, weights["linear1"], biases["linear1"]))
+            return _linear(hidden, weights["linear2"], biases["linear2"])
 
         def self_attention(z: Array) -> Array:
-            return self.attention(z, z, z, mask, need_weights=False, average=False)[0]
+            return attention(z, z, z, mask, need_weights=False, average=False)[0]
 
+        x = _in_dtype(x, dtype)
         if self.norm_first:
-            h = x + self_attention(self._norm("norm1", x))
-            y = h + self._feed_forward(self._norm("norm2", h))
+            h = x + self_attention(norm("norm1", x))
+            y = h + feed_forward(norm("norm2", h))
         else:
-            h = self._norm("norm1", x + self_attention(x))
-            y = self._norm("norm2", h + self._feed_forward(h))
+            h = norm("norm1", x + self_attention(x))
+            y = norm("norm2", h + feed_forward(h))
+        y = rounded(y, dtype)
         if not batched:
             return {"y": y[0]}
         return {"y": y if self.batch_first else y.transpose(1, 0, 2)}
@@ -395,8 +432,20 @@ class _Direction:
 RecurrentState = tuple[Array, ...] | None
 
 
-def _gru_pass(direction: _Direction, x: Array, states: tuple[Array, ...], reverse: bool) -> tuple[Array, tuple[Array]]:
-    """One GRU layer over ``x`` ``[L, N, in]`` in one direction, from ``h`` ``[N, H]``."""
+def _stored(dtype: np.dtype[Any]) -> Callable[[Array], Array]:
+    """How a recurrent layer keeps its state between steps for results of ``dtype``: rounded to
+    it, as torch's state tensor is, and widened back to the compute dtype (the identity where the
+    two are one dtype)."""
+    if compute_dtype(dtype) == dtype:
+        return lambda state: state
+    return lambda state: rounded(state, dtype).astype(compute_dtype(dtype))
+
+
+def _gru_pass(
+    direction: _Direction, x: Array, states: tuple[Array, ...], reverse: bool, *, store: Callable[[Array], Array]
+) -> tuple[Array, tuple[Array]]:
+    """One GRU layer over ``x`` ``[L, N, in]`` in one direction, from ``h`` ``[N, H]``; ``store``
+    keeps the state between steps (:func:`_stored`)."""
     (h,) = states
     gi = _linear(x, direction.w_ih, direction.b_ih)  # every step's input projection at once
     gi_r, gi_z, gi_n = np.split(gi, 3, axis=-1)
@@ -406,16 +455,16 @@ def _gru_pass(direction: _Direction, x: Array, states: tuple[Array, ...], revers
         r = _sigmoid(gi_r[t] + gh_r)
         z = _sigmoid(gi_z[t] + gh_z)
         n = np.tanh(gi_n[t] + r * gh_n)
-        h = (1 - z) * n + z * h
+        h = store((1 - z) * n + z * h)
         out[t] = h
     return out, (h,)
 
 
 def _lstm_pass(
-    direction: _Direction, x: Array, states: tuple[Array, ...], reverse: bool
+    direction: _Direction, x: Array, states: tuple[Array, ...], reverse: bool, *, store: Callable[[Array], Array]
 ) -> tuple[Array, tuple[Array, Array]]:
     """One LSTM layer over ``x`` ``[L, N, in]`` in one direction, from ``h`` ``[N, H_out]`` and
-    ``c`` ``[N, H]``."""
+    ``c`` ``[N, H]``; ``store`` keeps the states between steps (:func:`_stored`)."""
     h, c = states
     gi = _linear(x, direction.w_ih, direction.b_ih)  # every step's input projection at once
     out = np.empty((*x.shape[:2], h.shape[-1]), dtype=np.result_type(gi, h))
@@ -423,10 +472,11 @@ def _lstm_pass(
         gates = gi[t] + _linear(h, direction.w_hh, direction.b_hh)
         g_i, g_f, g_g, g_o = np.split(gates, 4, axis=-1)
         i, f, g, o = _sigmoid(g_i), _sigmoid(g_f), np.tanh(g_g), _sigmoid(g_o)
-        c = f * c + i * g
+        c = store(f * c + i * g)
         h = o * np.tanh(c)
         if direction.w_hr is not None:
             h = h @ direction.w_hr.T
+        h = store(h)
         out[t] = h
     return out, (h, c)
 
@@ -467,9 +517,16 @@ class _RecurrentKernel:
         self.batch_first = batch_first
 
     def _pass(
-        self, direction: _Direction, x: Array, states: tuple[Array, ...], reverse: bool
+        self,
+        direction: _Direction,
+        x: Array,
+        states: tuple[Array, ...],
+        reverse: bool,
+        *,
+        store: Callable[[Array], Array],
     ) -> tuple[Array, tuple[Array, ...]]:
-        """One layer in one direction over the whole of ``x``: the cell's recurrence."""
+        """One layer in one direction over the whole of ``x``: the cell's recurrence, its state
+        kept between steps by ``store``."""
         raise NotImplementedError
 
     @property
@@ -498,10 +555,14 @@ class _RecurrentKernel:
             x = x.transpose(1, 0, 2)  # -> [L, N, in]
         n = x.shape[1]
         dtype = np.result_type(x, self.layers[0][0].w_ih)
-        starts = self._initial(inputs, state, n=n, dtype=dtype, batched=batched)
-
-        y, finals = stacked_layers(self.layers, x, starts, self._pass, lambda outputs: np.concatenate(outputs, axis=-1))
-        ends = [np.stack(values) for values in finals]  # [D·num_layers, N, ·]
+        starts = [_in_dtype(start, dtype) for start in self._initial(inputs, state, n=n, dtype=dtype, batched=batched)]
+        layers = [[self._in_dtype(direction, dtype) for direction in directions] for directions in self.layers]
+        run = functools.partial(self._pass, store=_stored(dtype))
+        y, finals = stacked_layers(
+            layers, _in_dtype(x, dtype), starts, run, lambda outputs: np.concatenate(outputs, axis=-1)
+        )
+        y = rounded(y, dtype)
+        ends = [rounded(np.stack(values), dtype) for values in finals]  # [D·num_layers, N, ·]
         if batched:
             y = y.transpose(1, 0, 2) if self.batch_first else y
         else:
@@ -510,6 +571,14 @@ class _RecurrentKernel:
         result: dict[str, Any] = {"y": y}
         result.update(zip(self.final_ports, ends, strict=True))
         return result, tuple(_frozen_copy(end) for end in ends)
+
+    @staticmethod
+    def _in_dtype(direction: _Direction, dtype: np.dtype[Any]) -> _Direction:
+        """One direction's weights as the layer computes with them (:func:`_in_dtype`)."""
+        if compute_dtype(dtype) == dtype and direction.w_ih.dtype == dtype:
+            return direction  # the common case: float32 weights for a float32 input
+        cast = {field.name: _in_dtype(getattr(direction, field.name), dtype) for field in dataclasses.fields(direction)}
+        return _Direction(**cast)
 
     def _initial(
         self, inputs: Mapping[str, Any], state: RecurrentState, *, n: int, dtype: Any, batched: bool
@@ -567,9 +636,15 @@ class GRUKernel(_RecurrentKernel):
     final_ports = ("h_n",)
 
     def _pass(
-        self, direction: _Direction, x: Array, states: tuple[Array, ...], reverse: bool
+        self,
+        direction: _Direction,
+        x: Array,
+        states: tuple[Array, ...],
+        reverse: bool,
+        *,
+        store: Callable[[Array], Array],
     ) -> tuple[Array, tuple[Array, ...]]:
-        return _gru_pass(direction, x, states, reverse)
+        return _gru_pass(direction, x, states, reverse, store=store)
 
 
 class LSTMKernel(_RecurrentKernel):
@@ -580,9 +655,15 @@ class LSTMKernel(_RecurrentKernel):
     final_ports = ("h_n", "c_n")
 
     def _pass(
-        self, direction: _Direction, x: Array, states: tuple[Array, ...], reverse: bool
+        self,
+        direction: _Direction,
+        x: Array,
+        states: tuple[Array, ...],
+        reverse: bool,
+        *,
+        store: Callable[[Array], Array],
     ) -> tuple[Array, tuple[Array, ...]]:
-        return _lstm_pass(direction, x, states, reverse)
+        return _lstm_pass(direction, x, states, reverse, store=store)
 
 
 def _bind_recurrent(parameters: Parameters, settings: Settings) -> list[list[_Direction]]:

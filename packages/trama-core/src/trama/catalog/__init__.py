@@ -41,6 +41,7 @@ from trama.catalog import (
     pooling,
     sequence,
 )
+from trama.catalog._precision import HALF_PRECISION, STEPPED_OPS, HalfTolerance, half_tolerance
 from trama.catalog.sequence import RNN_MAX_LAYERS
 from trama.format._lazy import lazy_face
 from trama.format._specs import CATALOG_NAMESPACE, OpRegistry, OpSpec, op_namespace
@@ -67,9 +68,12 @@ __all__ = [
     "CATALOG_CATEGORIES",
     "CATALOG_NAMESPACE",
     "CATALOG_OPSET",
+    "HALF_PRECISION",
     "PAD_MODES",
     "RNN_MAX_LAYERS",
+    "STEPPED_OPS",
     "Category",
+    "HalfTolerance",
     "ImportChecks",
     "PoolWindows",
     "Settings",
@@ -80,6 +84,7 @@ __all__ = [
     "check_pad_room",
     "check_settings",
     "flattened_shape",
+    "half_tolerance",
     "import_checks",
     "index_width",
     "merged_attention_mask",
@@ -229,6 +234,7 @@ _HOMES = {
             "channels_first",
             "check_pad_room",
             "flattened_shape",
+            "half_tolerance",
             "merged_attention_mask",
             "pool_output_size",
         ),

@@ -21,9 +21,19 @@ from trama.catalog._function_checks import _operands
 from trama.catalog._promotion import is_floating
 from trama.catalog._reader import Checker, Choice, Integer, Number, Reader
 from trama.catalog.elementwise import CAST_DTYPES, UNARY_OPS
+from trama.format._dtypes import numpy_dtype
 from trama.format._tensor import Tensor
 
 __all__ = ["CHECKERS", "fill_scalar"]
+
+
+#: bfloat16's largest finite value: float32's exponent range with 7 mantissa bits.
+_BFLOAT16_MAX = (2 - 2.0**-7) * 2.0**127
+
+
+def _largest(dtype: np.dtype[Any]) -> float:
+    """The largest finite value of a floating dtype (``numpy.finfo`` does not know bfloat16)."""
+    return _BFLOAT16_MAX if dtype == numpy_dtype("bfloat16") else float(np.finfo(dtype).max)
 
 
 def fill_scalar(value: Any, dtype: Any) -> np.ndarray:
@@ -38,7 +48,7 @@ def fill_scalar(value: Any, dtype: Any) -> np.ndarray:
         return scalar.astype(np.bool_)
     number = scalar.item()
     if is_floating(target):
-        if not np.isfinite(number) or abs(number) <= float(np.finfo(target).max):
+        if not np.isfinite(number) or abs(number) <= _largest(target):
             with np.errstate(all="ignore"):
                 return np.asarray(number, dtype=np.float64).astype(target)
     elif np.isfinite(number):

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from trama.catalog._promotion import is_floating
 from trama.catalog._reader import Settings
 
 __all__ = [
@@ -208,6 +209,6 @@ def _additive(xp: Any, mask: Any, name: str, dtype: Any) -> Any:
     array = xp.asarray(mask)
     if array.dtype == np.bool_:
         return xp.where(array, xp.asarray(-np.inf, dtype=dtype), xp.asarray(0, dtype=dtype))
-    if xp.issubdtype(array.dtype, xp.floating):
+    if xp.issubdtype(array.dtype, xp.floating) or is_floating(array.dtype):  # numpy's bfloat16 is no xp.floating
         return array.astype(dtype)
     raise ValueError(f"{name} must be bool or floating point (as in torch), got {array.dtype}")

@@ -78,6 +78,12 @@ _FLOATING_CLAMP = (
 #: A setting compared with `x` is a number of `x`'s dtype, as in torch's kernels.
 _ROUNDED = "rounded to `x`'s dtype first, as in torch's kernels"
 
+#: ... or of the dtype `x` is computed in: float32 for the 16-bit floats (see "Half precision").
+_ROUNDED_OPMATH = (
+    "rounded first to the dtype `x` is computed in (`x`'s own; float32 for float16 and bfloat16, "
+    "see *Half precision*), as in torch's kernels"
+)
+
 _SELU_ALPHA = "1.6732632423543772848170429916717"
 _SELU_SCALE = "1.0507009873554804934193349852946"
 
@@ -205,8 +211,9 @@ _OPSET_2: tuple[OpSpec, ...] = (
         "Hardshrink",
         "hardshrink",
         f"""
-        `y = 0` where `−lambd ≤ x ≤ lambd`, else `x`, elementwise, `lambd` {_ROUNDED}. A negative
-        `lambd` leaves every value as it is; NaN stays NaN. {_FLOATING}
+        `y = 0` where `−lambd ≤ x ≤ lambd`, else `x`, elementwise, `lambd` {_ROUNDED} (a float16
+        or bfloat16 `x`'s own dtype too). A negative `lambd` leaves every value as it is; NaN stays
+        NaN. {_FLOATING}
         """,
         (hyper("lambd", "float", "λ, the half-width of the interval set to 0.", 0.5),),
         since=2,
@@ -216,7 +223,7 @@ _OPSET_2: tuple[OpSpec, ...] = (
         "softshrink",
         f"""
         `y = x − lambd` where `x > lambd`, `x + lambd` where `x < −lambd`, else `x · 0` (a zero
-        with `x`'s sign), elementwise, `lambd` {_ROUNDED}. NaN stays NaN. A negative `lambd` is
+        with `x`'s sign), elementwise, `lambd` {_ROUNDED_OPMATH}. NaN stays NaN. A negative `lambd` is
         refused, as torch refuses it. {_FLOATING}
         """,
         (hyper("lambd", "float", "λ ≥ 0, the amount every value is moved towards 0.", 0.5),),
@@ -227,7 +234,7 @@ _OPSET_2: tuple[OpSpec, ...] = (
         "threshold",
         f"""
         `y = value` where `x ≤ threshold`, else `x`, elementwise, `threshold` and `value`
-        each {_ROUNDED}. NaN (never `≤`) stays NaN. {_FLOATING_CLAMP}
+        each {_ROUNDED_OPMATH}. NaN (never `≤`) stays NaN. {_FLOATING_CLAMP}
         """,
         (
             hyper("threshold", "float", "Values at or below it are replaced."),

@@ -22,6 +22,7 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from trama.catalog import CATALOG_CATEGORIES, CATALOG_NAMESPACE, CATALOG_OPSET, RNN_MAX_LAYERS, standard_specs
+from trama.catalog._precision import HALF_PRECISION_DOC
 from trama.format._specs import OpSpec, ParameterSchema
 
 __all__ = ["DEFAULT_OUTPUT", "main", "render_ops_markdown"]
@@ -136,6 +137,7 @@ result dtype is torch's type promotion (`torch.result_type`). Where NumPy or ano
 differs, the implementation converts. Ops keep their input's dtype unless their text says
 otherwise.
 
+{HALF_PRECISION_DOC}
 **Composites and child names.** `Sequential`, `Graph` and `TransformerEncoder` are composites
 whose meaning is their wiring. The generic composite is named `Graph` rather than `Module`. It
 stands for any module a tracer captured, and its meaning is exactly its subgraph, with no

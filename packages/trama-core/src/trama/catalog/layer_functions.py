@@ -355,8 +355,9 @@ _RMS_NORM = op(
         Root-mean-square normalization over the last `D = len(normalized_shape)` dimensions, as
         `torch.nn.functional.rms_norm`: `y = x / √(mean(x²) + eps) · weight`, the mean taken over
         those D dimensions for each index of the leading ones, `weight` of shape
-        `normalized_shape` (absent: 1). `eps` null means the machine epsilon of `x`'s dtype
-        (`torch.finfo(x.dtype).eps`: 2⁻²³ for float32), as for `RMSNorm`.
+        `normalized_shape` (absent: 1). `eps` null means the machine epsilon of the dtype the norm
+        is computed in (`x`'s own, float32 for float16 and bfloat16; 2⁻²³ for float32), as for
+        `RMSNorm`.
         """,
         _PORT_RULE,
     ),

@@ -317,8 +317,9 @@ _RMS_NORM = op(
     """
     Root-mean-square normalization over the last `D = len(normalized_shape)` dimensions, as
     `torch.nn.RMSNorm`: `y = x / √(mean(x²) + eps) · weight`, the mean taken over those D
-    dimensions for each index of the leading ones. `eps` null means the machine epsilon of `x`'s
-    dtype (`torch.finfo(x.dtype).eps`: 2⁻²³ for float32).
+    dimensions for each index of the leading ones. `eps` null means the machine epsilon of the
+    dtype the norm is computed in: `x`'s own, float32 for float16 and bfloat16 (torch's "opmath"
+    type, see *Half precision*; 2⁻²³ for float32).
     """,
     parameters=(
         hyper("normalized_shape", "list", "The sizes of the normalized trailing dimensions (ints)."),

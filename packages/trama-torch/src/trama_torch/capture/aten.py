@@ -281,14 +281,22 @@ def _elu(call: _Node) -> Mapped:
 
 def _softmax(op: str, dtype_argument: str | None) -> Handler:
     def handle(call: _Node) -> Mapped:
-        x = call.tensor()
+        x: Any = call.tensor()
+        source = call.val()
+        wanted: Any = None
         if dtype_argument == "half_to_float" and call.constant("half_to_float"):
-            raise MissingOp("aten._to_copy.default", "(a dtype cast, in softmax) has no catalog op for it yet")
+            wanted = torch.float32
         if dtype_argument == "dtype":
-            dtype = call.arguments.get("dtype")
-            source = call.val()
-            if dtype is not None and (not isinstance(source, torch.Tensor) or source.dtype != dtype):
-                raise MissingOp("aten._to_copy.default", "(a dtype cast, in softmax) has no catalog op for it yet")
+            wanted = call.arguments.get("dtype")
+        if wanted is not None and (not isinstance(source, torch.Tensor) or source.dtype != wanted):
+            # ``softmax(x, dtype=torch.float32)`` (transformers' eager attention in half
+            # precision): the cast, then the softmax in the wider dtype, as torch computes it.
+            name = str(wanted).removeprefix("torch.")
+            if name not in ("float16", "bfloat16", "float32", "float64"):
+                raise MissingOp(
+                    "aten._to_copy.default", f"(a cast to {wanted}, in softmax) has no catalog op for it yet"
+                )
+            x = Emit("to", {"x": x}, {"dtype": name})
         dim = call.constant("dim")
         if dim is None:
             dim = implicit_softmax_dim(call.rank())

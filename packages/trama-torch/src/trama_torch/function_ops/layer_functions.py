@@ -22,6 +22,7 @@ from trama.catalog import check_settings
 from trama.catalog._layer_functions_checks import matching_dtypes, weight_norm_axes
 from trama.catalog._reader import Settings
 from trama_torch.functions import Builder, Compute, _Slots
+from trama_torch.leaves.modules import batch_norm, conv3d
 
 __all__ = ["OPS"]
 
@@ -95,6 +96,8 @@ def _batch_norm(slots: _Slots) -> Compute:
 
     def compute(values: Mapping[str, Any]) -> Any:
         mean, var, weight, bias = (values.get(port) for port in ("running_mean", "running_var", "weight", "bias"))
+        if training and mean is None and var is None:  # the batch's statistics: float32 for 16-bit x
+            return batch_norm(values["x"], weight, bias, eps)
         return F.batch_norm(values["x"], mean, var, weight, bias, training, momentum, eps)
 
     return compute
@@ -171,7 +174,7 @@ OPS: Mapping[str, tuple[Any, tuple[str, ...]]] = {
     "addmm": (_addmm, ()),
     "conv1d": (_conv(F.conv1d), ()),
     "conv2d": (_conv(F.conv2d), ()),
-    "conv3d": (_conv(F.conv3d), ()),
+    "conv3d": (_conv(conv3d), ()),  # F.conv3d, but bfloat16 on the CPU in float32 (a torch 2.13 bug)
     "conv_transpose1d": (_conv_transpose(F.conv_transpose1d), ()),
     "conv_transpose2d": (_conv_transpose(F.conv_transpose2d), ()),
     "batch_norm": (_batch_norm, ()),

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
 import torch.nn.functional as F
 
 from trama_torch.functions import Builder, Compute, _Slots
+from trama_torch.leaves.modules import half_in_float32
 
 __all__ = ["OPS"]
 
@@ -42,9 +44,13 @@ def _avg_pool(function: Callable[..., Any], dims: int) -> Builder:
         if dims == 1:  # torch's 1-d average pool has no divisor_override
             return lambda values: function(values["x"], kernel, stride, padding, ceil_mode, count_include_pad)
         divisor_override = slots.get("divisor_override")
-        return lambda values: function(
-            values["x"], kernel, stride, padding, ceil_mode, count_include_pad, divisor_override
-        )
+
+        def pool(x: torch.Tensor) -> torch.Tensor:
+            return function(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)  # type: ignore[no-any-return]
+
+        if dims == 3:  # no 16-bit CPU kernel in torch: pooled in float32, rounded once (the catalog's rule)
+            return lambda values: half_in_float32(pool, values["x"])
+        return lambda values: pool(values["x"])
 
     return build
 

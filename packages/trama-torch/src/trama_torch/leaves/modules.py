@@ -1,7 +1,7 @@
-"""The few ``torch.nn`` subclasses that import builds where torch's own ``forward`` does not compute
-the catalog's result silently.
+"""The few ``torch.nn`` subclasses that import builds, and the functions that the function ops
+call, where torch's own ``forward`` does not compute the catalog's result silently.
 
-torch 2.13 departs from its own documented semantics in three places that a document can reach:
+torch 2.13 departs from its own documented semantics in six places that a document can reach:
 
 * ``TransformerEncoderLayer``'s eval fast path (``torch._transformer_encoder_layer_fwd``), given a
   ``src_key_padding_mask``, reads the float masks (the padding mask, and ``src_mask`` merged with
@@ -14,6 +14,20 @@ torch 2.13 departs from its own documented semantics in three places that a docu
   same numbers without the warning.
 * ``Softmax``/``LogSoftmax`` with ``dim=None`` pick torch's legacy implicit dimension with a
   deprecation warning; the catalog defines that same dimension, so it is computed here instead.
+* ``AvgPool3d`` has no CPU kernel for float16 and bfloat16 (``"avg_pool3d_out_frame" not
+  implemented``); the catalog's half-precision rule (compute in float32, round once) is what
+  torch's CUDA kernel does, so a 16-bit input is pooled in float32 here (:func:`half_in_float32`).
+* ``Conv3d`` in bfloat16 on the CPU gives wrong values for some grouped, strided convolutions
+  (groups 2, stride 2 along a dimension of 3 or 4 whose output is one wide: errors of the order of
+  the values themselves; float16 and float32 are right). A bfloat16 convolution on the CPU is
+  computed in float32 and rounded once here (:func:`conv3d`), the catalog's half-precision rule.
+* ``F.batch_norm`` by the batch's statistics in bfloat16 rounds the batch mean to bfloat16 before
+  it subtracts it, so a channel whose spread is small against its mean comes out 10% off
+  (``[-1.5134, -1.5854]`` normalizes to ``[0.887, -1.109]`` instead of ``±0.996``). The function
+  op ``batch_norm`` with ``training`` true computes a 16-bit input in float32 and rounds once
+  (:func:`batch_norm`), the catalog's rule. The ``BatchNorm`` modules stay torch's own classes
+  (a module without running statistics keeps torch's rounding): they are in every CNN, and an
+  imported model holds ``nn.BatchNorm2d`` itself.
 
 Each class keeps its base's name (so ``repr`` reads as torch's), constructor, state and
 ``extra_repr``; only ``forward`` changes, and only where torch would go wrong or warn.
@@ -22,15 +36,23 @@ Each class keeps its base's name (so ``repr`` reads as torch's), constructor, st
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 __all__ = [
+    "AvgPool3d",
+    "Conv3d",
     "LogSoftmax",
     "MultiheadAttention",
     "Softmax",
     "TransformerEncoderLayer",
+    "batch_norm",
+    "conv3d",
+    "half_in_float32",
     "implicit_softmax_dim",
     "matched_masks",
 ]
@@ -65,6 +87,71 @@ def _boolean_in_effect(mask: torch.Tensor) -> bool:
     """Whether a mask is bool, or float holding only ``0`` and ``-inf``: the values that mean the
     same read as bool (nonzero masks) and added."""
     return mask.dtype == torch.bool or bool(((mask == 0) | torch.isneginf(mask)).all())
+
+
+#: The 16-bit floating dtypes, which the catalog computes in float32 (``docs/ops.md``, "Half precision").
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def half_in_float32(function: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """``function(x)``, computed in float32 and rounded once to ``x``'s dtype when that is float16
+    or bfloat16: for the few torch kernels that have no 16-bit CPU implementation."""
+    if x.dtype in _HALF:
+        return function(x.float()).to(x.dtype)
+    return function(x)
+
+
+class AvgPool3d(nn.AvgPool3d):
+    """``nn.AvgPool3d`` that pools a 16-bit input in float32 (see :func:`half_in_float32`)."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return half_in_float32(super().forward, input)
+
+
+def _bfloat16_on_cpu(x: torch.Tensor) -> bool:
+    return x.dtype == torch.bfloat16 and x.device.type == "cpu"
+
+
+def conv3d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    groups: int,
+) -> torch.Tensor:
+    """``F.conv3d``, in float32 and rounded once for bfloat16 on the CPU (see the module docstring)."""
+    if _bfloat16_on_cpu(x):
+        wide = None if bias is None else bias.float()
+        return F.conv3d(x.float(), weight.float(), wide, stride, padding, dilation, groups).to(x.dtype)
+    return F.conv3d(x, weight, bias, stride, padding, dilation, groups)
+
+
+class Conv3d(nn.Conv3d):
+    """``nn.Conv3d`` that convolves a bfloat16 input on the CPU in float32 (see :func:`conv3d`)."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if _bfloat16_on_cpu(input):
+            bias = None if self.bias is None else self.bias.float()
+            y: torch.Tensor = self._conv_forward(input.float(), self.weight.float(), bias)
+            return y.to(input.dtype)
+        return super().forward(input)
+
+
+def batch_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    eps: float,
+) -> torch.Tensor:
+    """``F.batch_norm`` by the batch's statistics (no running statistics: the catalog's
+    ``batch_norm`` with ``training`` true), of a 16-bit ``x`` in float32 and rounded once (see the
+    module docstring)."""
+    if x.dtype not in _HALF:
+        return F.batch_norm(x, None, None, weight, bias, True, 0.0, eps)
+    wide = [None if value is None else value.float() for value in (weight, bias)]
+    return F.batch_norm(x.float(), None, None, wide[0], wide[1], True, 0.0, eps).to(x.dtype)
 
 
 class Softmax(nn.Softmax):

@@ -390,7 +390,7 @@ _ACTIVATION_KINDS_2: tuple[LeafKind, ...] = (
 
 #: Layers whose function forms are trama.catalog.layer_functions (``Conv3d``, ``BatchNorm3d``…).
 _LAYER_KINDS_2: tuple[LeafKind, ...] = (
-    _kind("Conv3d", nn.Conv3d, _CONV, flags=_BIAS_FLAG, stateful=True),
+    _kind("Conv3d", nn.Conv3d, _CONV, flags=_BIAS_FLAG, stateful=True, build=leaf_modules.Conv3d),
     _kind(
         "ConvTranspose1d",
         nn.ConvTranspose1d,
@@ -458,6 +458,7 @@ _POOLING_KINDS_2: tuple[LeafKind, ...] = (
         nn.AvgPool3d,
         ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"),
         readers=_pool_readers(3, "kernel_size", "stride", "padding"),
+        build=leaf_modules.AvgPool3d,
     ),
     _kind("AdaptiveAvgPool1d", nn.AdaptiveAvgPool1d, ("output_size",), readers=_pool_readers(1, "output_size")),
     _kind("AdaptiveAvgPool3d", nn.AdaptiveAvgPool3d, ("output_size",), readers=_pool_readers(3, "output_size")),
