@@ -35,7 +35,7 @@ from packaging.version import Version
 BASE_URL = "https://github.com/trama-format/trama"
 DISTRIBUTIONS = list(PACKAGE_DIRS)
 # The distributions that make up trama itself, released together at one version.
-TRAMA = ["trama", "trama-numpy", "trama-torch", "trama-jax"]
+TRAMA = ["trama", "trama-numpy", "trama-torch", "trama-jax", "trama-model-explorer"]
 
 # What each wheel must declare, group -> {name: "module:attr" or "module"}.
 ENTRY_POINTS: dict[str, dict[str, dict[str, str]]] = {
@@ -50,11 +50,19 @@ ENTRY_POINTS: dict[str, dict[str, dict[str, str]]] = {
     "trama-torch": {"trama": {"torch": "trama_torch.plugin"}},
     "trama-jax": {"trama": {"jax": "trama_jax.plugin"}},
     "trama-lenses": {"trama": {"lenses": "trama_lenses.plugin"}},
+    "trama-model-explorer": {},  # Model Explorer imports it by name (--extensions=trama_model_explorer)
 }
 IMPORT_NAMES = {name: canonicalize_name(name).replace("-", "_") for name in DISTRIBUTIONS}
 
 # Whether the sdist carries its tests (and they run from it) or carries none.
-SDIST_HAS_TESTS = {"trama": False, "trama-numpy": False, "trama-torch": False, "trama-jax": False, "trama-lenses": True}
+SDIST_HAS_TESTS = {
+    "trama": False,
+    "trama-numpy": False,
+    "trama-torch": False,
+    "trama-jax": False,
+    "trama-model-explorer": False,
+    "trama-lenses": True,
+}
 
 REQUIRED_CLASSIFIERS = [
     "Operating System :: OS Independent",
@@ -70,7 +78,7 @@ import torch, trama
 model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
 trama.dump(trama.export_model(model, inputs=["x"], outputs=["y"]), "model.trama.json")
 """
-README_NEEDS_A_MODEL = {"trama-numpy", "trama-jax"}
+README_NEEDS_A_MODEL = {"trama-numpy", "trama-jax", "trama-model-explorer"}
 
 
 @pytest.fixture(scope="session")

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         validate,
         weights_path,
     )
+    from trama.tools import ModelDiff, diff, render_diff
     from trama.version import __version__
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "ImportableOp",
     "JSONError",
     "Model",
+    "ModelDiff",
     "Node",
     "NodeFragment",
     "OpRegistry",
@@ -113,6 +115,7 @@ __all__ = [
     "WriteError",
     "__version__",
     "collect_errors",
+    "diff",
     "dump",
     "dumps",
     "export_model",
@@ -121,6 +124,7 @@ __all__ = [
     "load",
     "loads",
     "registry",
+    "render_diff",
     "runtime_for_name",
     "runtimes",
     "validate",
@@ -170,6 +174,7 @@ _HOMES = {
         ),
         "format",
     ),
+    **dict.fromkeys(("ModelDiff", "diff", "render_diff"), "tools"),
     "__version__": "version",
 }
 

@@ -55,8 +55,10 @@ from trama.format._serialization import MMAP_THRESHOLD, WRITABLE_VERSIONS, docum
 from trama.format._serialization import _decode as decode_document_text
 from trama.format._specs import OpSpec
 from trama.tools import _cli_json
+from trama.tools._diff import DIFF_HELP, diff_arguments, run_diff
 from trama.tools._ssa import shown, to_ssa
 from trama.tools._summary import render_summary, summarize
+from trama.tools._view import run_view, view_arguments
 from trama.version import FORMAT_VERSION, __version__
 
 __all__ = [
@@ -1083,6 +1085,32 @@ register(
     )
 )
 register(Command("info", "summarize a document: nodes, ops, parameter sizes", _info_arguments, _run_info))
+register(
+    Command(
+        "diff",
+        "compare two documents: what was added, removed, renamed or changed",
+        diff_arguments,
+        run_diff,
+        description="Compare two trama documents as models and print what changed, one line each: nodes "
+        "added, removed, renamed or moved; ops, classes and metadata; settings (old -> new); ports and "
+        "wiring; tensor shapes and dtypes; tensor values, with the largest difference; learnable flags; "
+        "model inputs, outputs and symbols. The same change in repeated sibling blocks (the layers of a "
+        "stack) is one line. Exit status 0 when the models are the same, 1 when they differ, 2 on trouble.",
+        epilog=DIFF_HELP,
+    )
+)
+register(
+    Command(
+        "view",
+        "write a document as one self-contained HTML page to browse: tree, settings, wiring, shapes",
+        view_arguments,
+        run_view,
+        description="Write one self-contained HTML page (no network, no server) to browse a document: its tree, "
+        "collapsible to any depth, each node's op, class and parameter counts, and for the node selected its "
+        "settings, what its inputs read, its outputs, the wiring between its children, and the composites of the "
+        "same structure. Types are the document's facts; --shapes runs the model once and shows every node's.",
+    )
+)
 register(Command("run", "run a document on a runtime and print or save its outputs", _run_run_arguments, _run_run))
 register(
     Command(
