@@ -42,8 +42,7 @@ from model_explorer.graph_builder import (
 from trama import INPUT, Model, Node, Ref, ValueFact
 from trama.format._calls import expand_calls
 from trama.format._lazy import is_tensor
-from trama.tools import SHORT_DTYPES, describe_metadata_value, format_ref
-from trama.tools._ssa import _literal
+from trama.tools import SHORT_DTYPES, describe_metadata_value, format_ref, format_value
 
 __all__ = ["convert_model", "input_node_id", "namespace_of", "output_node_id"]
 
@@ -302,7 +301,7 @@ def _fact_text(fact: ValueFact) -> str:
 def _value_text(value: Any) -> str:
     """A setting as the document writes it (``true``, ``[3, 3]``, ``"same"``, a size's expression),
     a tensor as its type."""
-    return _cut(_type_text(value.dtype, value.shape) if is_tensor(value) else _literal(value))
+    return _cut(_type_text(value.dtype, value.shape) if is_tensor(value) else format_value(value))
 
 
 def _metadata_attrs(node: Node) -> list[tuple[str, str]]:

@@ -5,7 +5,7 @@ the SSA text view, the summary, and the op-pack template. Nothing below depends 
 from __future__ import annotations
 
 from trama.tools._diff import Change, ModelDiff, diff, render_diff
-from trama.tools._ssa import SHORT_DTYPES, describe_metadata_value, format_ref, format_value_type, to_ssa
+from trama.tools._ssa import SHORT_DTYPES, describe_metadata_value, format_ref, format_value, format_value_type, to_ssa
 from trama.tools._summary import ModelSummary, OpCount, ParameterTotals, ValueSummary, render_summary, summarize
 from trama.tools._view import NodeShapes, ShapeRun, example_inputs, render_html, run_shapes
 from trama.tools.cli import (
@@ -45,6 +45,7 @@ __all__ = [
     "example_inputs",
     "find_problems",
     "format_ref",
+    "format_value",
     "format_value_type",
     "main",
     "new_pack",

@@ -69,7 +69,7 @@ from trama.format._sizes import SizeExpr
 from trama.format._tensor import Base64Source, Tensor, checksum_hasher
 from trama.tools import _cli_json
 from trama.tools._repeats import _Signer, repeated_blocks
-from trama.tools._ssa import SHORT_DTYPES, describe_metadata_value, shown
+from trama.tools._ssa import describe_metadata_value, format_fact, format_value, shown
 
 __all__ = [
     "CHANGE_KINDS",
@@ -692,7 +692,7 @@ class _Differ:
             present = entry_b if entry_a is None else entry_a
             assert present is not None
             kind: ChangeKind = "tensor" if is_tensor(present.value) else "setting"
-            shown_value = _literal(present.value)
+            shown_value = format_value(present.value)
             if entry_a is None:
                 text = f"{'tensor' if kind == 'tensor' else 'setting'} {name} added: {shown_value}"
                 add(kind, ("added", _value_key(present.value)), text, new=_value_json(present.value))
@@ -704,7 +704,7 @@ class _Differ:
         if is_tensor(value_a) and is_tensor(value_b):
             self._tensor_changes(slot, key_a or "", key_b or "", value_a, value_b, add)
         elif Parameter(value_a) != Parameter(value_b):
-            old_text, new_text = _literal(value_a), _literal(value_b)
+            old_text, new_text = format_value(value_a), format_value(value_b)
             add(
                 "setting",
                 (_value_key(value_a), _value_key(value_b)),
@@ -737,7 +737,7 @@ class _Differ:
                 arrays = self._arrays(value_a, value_b, key_a)
                 if arrays is not None:
                     magnitude = _difference(*arrays, cast=True)
-            old_type, new_type = _type_text(value_a), _type_text(value_b)
+            old_type, new_type = format_value(value_a), format_value(value_b)
             text = f"tensor {name}: {old_type} → {new_type}"
             add(
                 "tensor",
@@ -756,7 +756,7 @@ class _Differ:
         magnitude = same[1]
         add(
             "values",
-            (_type_text(value_a),),
+            (format_value(value_a),),
             "",
             describe=lambda _pattern, _each: "",  # _values_text writes it, from the merged numbers
             old=_tensor_json(value_a),
@@ -1135,29 +1135,6 @@ def _value_key(value: Any) -> Any:
     return (type(value).__name__, repr(value))
 
 
-def _literal(value: Any) -> str:
-    """A value as a change line shows it: ``true``, ``null``, ``1e-06``, ``"bool"``, ``[2, 8,
-    -1]``, a tensor as its type, a size as its expression."""
-    if is_tensor(value):
-        return _type_text(value)
-    if isinstance(value, SizeExpr):
-        return shown(value.text)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_literal(item) for item in value) + "]"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return _bool(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else str(value)
-    try:
-        return shown(json.dumps(value, ensure_ascii=False))
-    except (TypeError, ValueError):
-        return shown(repr(value))
-
-
 def _value_json(value: Any) -> Any:
     """A value as the JSON form holds it."""
     if is_tensor(value):
@@ -1184,11 +1161,6 @@ def _json_or_none(value: Any) -> Any:
 
 def _tensor_json(tensor: Tensor) -> dict[str, Any]:
     return {"dtype": tensor.dtype, "shape": list(tensor.shape)}
-
-
-def _type_text(tensor: Tensor) -> str:
-    name = SHORT_DTYPES.get(tensor.dtype, shown(tensor.dtype))
-    return f"{name}[{', '.join(str(d) for d in tensor.shape)}]"
 
 
 def _bool(flag: bool) -> str:
@@ -1244,11 +1216,7 @@ def _fact_at(facts: list[ValueFact | None] | None, index: int) -> ValueFact | No
 
 
 def _fact_text(fact: ValueFact | None) -> str:
-    if fact is None or (fact.dtype is None and fact.shape is None):
-        return "unknown"
-    dtype = "?" if fact.dtype is None else SHORT_DTYPES.get(fact.dtype, shown(fact.dtype))
-    dims = "?" if fact.shape is None else ", ".join(shown(str(d)) for d in fact.shape)
-    return f"{dtype}[{dims}]"
+    return format_fact(fact) or "unknown"
 
 
 def _fact_json(fact: ValueFact | None) -> Any:

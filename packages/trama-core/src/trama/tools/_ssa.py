@@ -202,6 +202,20 @@ def format_value_type(value: Any) -> str:
     return _value_type(value).replace(_KEEP, " ")
 
 
+def format_value(value: Any) -> str:
+    """A setting's value as a document writes it (``true``, ``1e-06``, ``"bool"``, ``[2, 8, -1]``),
+    a tensor as its type (``f32[16, 8]``), a size as its expression (``seq + 1``): one text for
+    every tool that shows a value (``trama ssa``, ``trama diff``, ``trama view``, adapters)."""
+    return _literal(value).replace(_KEEP, " ")
+
+
+def format_fact(fact: ValueFact | None) -> str | None:
+    """A value's facts as a type (``f32[batch, 8]``, ``?`` for what they leave unknown), or
+    ``None`` when they say nothing."""
+    text = _fact_type(fact)
+    return None if text is None else text.replace(_KEEP, " ")
+
+
 def _value_type(value: Any) -> str:
     if is_tensor(value):
         return _tensor_type(value.dtype, value.shape)

@@ -51,7 +51,14 @@ from trama.errors import TramaError
 from trama.format._lazy import is_tensor
 from trama.format._model import INPUT, Model, Node, Ref, ValueFact
 from trama.tools._repeats import repeated_blocks
-from trama.tools._ssa import _composite_label, _literal, _signature, _tensor_type, _View, describe_metadata_value
+from trama.tools._ssa import (
+    _composite_label,
+    _signature,
+    _View,
+    describe_metadata_value,
+    format_fact,
+    format_value,
+)
 from trama.tools._summary import summarize
 
 __all__ = [
@@ -442,7 +449,7 @@ class _Data:
             item["v"] = "(no such entry)"
             return item
         value = entry.value
-        item["v"] = _clipped(_literal(value).replace(_KEEP, " "))
+        item["v"] = _clipped(format_value(value))
         if is_tensor(value):
             item["t"] = 1
         if entry.learnable:
@@ -495,9 +502,7 @@ def _fact_at(facts: Sequence[ValueFact | None], k: int) -> ValueFact | None:
 
 
 def _type_text(fact: ValueFact | None) -> str | None:
-    if fact is None or (fact.dtype is None and fact.shape is None):
-        return None
-    return _tensor_type(fact.dtype, fact.shape).replace(_KEEP, " ")
+    return format_fact(fact)
 
 
 def _clipped(text: str) -> str:
