@@ -148,6 +148,14 @@ def test_a_wider_mlp_is_said_once_for_all_layers(llama: Llama, wider: Model) -> 
         f"~ {LAYERS}.0–1.mlp.down_proj  tensor weight: f32[32, 64] → f32[32, 128] in each",
     ]
     assert render_diff(result).splitlines()[-1] == "6 differences: 6 changed"
+    # The report says each projection's edit in one line: the setting and the weight it sizes.
+    wider_weight = "tensor weight: f32[64, 32] → f32[128, 32] in each"
+    assert render_diff(result).splitlines()[1:-1] == [
+        f"~ {LAYERS}.0–1.mlp.gate_proj  setting out_features: 64 → 128; {wider_weight}",
+        f"~ {LAYERS}.0–1.mlp.up_proj  setting out_features: 64 → 128; {wider_weight}",
+        f"~ {LAYERS}.0–1.mlp.down_proj  setting in_features: 64 → 128; tensor weight: f32[32, 64] → f32[32, 128]"
+        " in each",
+    ]
 
 
 def test_an_added_layer_is_one_line(llama: Llama, deeper: Model) -> None:

@@ -1360,9 +1360,50 @@ def render_diff(result: ModelDiff) -> str:
         b_name += f" (format {result.b_format})"
     lines = [f"A: {a_name}, B: {b_name}"]
     lines += [f"note: {note}" for note in result.notes]
-    lines += [change.line for change in result.changes]
+    lines += _folded_lines(result.changes)
     lines.append(_summary_line(result))
     return "\n".join(lines) + "\n"
+
+
+#: Kinds of change that read as one edit of a node when they come together: a setting and the
+#: shape of the tensor it sizes (``out_features`` and ``weight``), a learnable flag.
+_FOLDED = frozenset({"setting", "tensor", "learnable"})
+
+
+def _folded_lines(changes: Sequence[Change]) -> list[str]:
+    """One line per change, but for the settings, tensor types and flags of one subtree, which
+    are one line, in order (``out_features: 64 → 128; weight: f32[64, 32] → f32[128, 32]``).
+    The JSON form keeps each change apart."""
+    lines: list[str] = []
+    group: list[Change] = []
+
+    def flush() -> None:
+        if not group:
+            return
+        if len(group) == 1:
+            lines.append(group[0].line)
+        else:
+            each = all(change.text.endswith(_IN_EACH) for change in group)
+            texts = [change.text.removesuffix(_IN_EACH) if each else change.text for change in group]
+            first = group[0]
+            subtree = first.subtree if first.subtree is not None else "(document)"
+            lines.append(f"{first.mark} {subtree}  {'; '.join(texts)}{_IN_EACH if each else ''}")
+        group.clear()
+
+    for change in changes:
+        if change.kind in _FOLDED and (not group or change.subtree == group[0].subtree):
+            group.append(change)
+            continue
+        flush()
+        if change.kind in _FOLDED:
+            group.append(change)
+        else:
+            lines.append(change.line)
+    flush()
+    return lines
+
+
+_IN_EACH = " in each"
 
 
 _SUMMARY_WORDS = {
