@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 # The example op pack is installed too: its tests run with the suite, and discovery finds it.
-PACKAGES := packages/trama-core packages/trama-numpy packages/trama-torch packages/trama-jax packages/trama-model-explorer examples/trama-lenses
+PACKAGES := packages/trama-core packages/trama-numpy packages/trama-torch packages/trama-jax packages/trama-onnx packages/trama-model-explorer examples/trama-lenses
 SOURCES := $(wildcard $(addsuffix /pyproject.toml,$(PACKAGES))) requirements/dev.txt
 
 .PHONY: setup demo test lint typecheck unit bench clean

@@ -26,6 +26,7 @@ PACKAGE_DIRS: dict[str, Path] = {
     "trama-numpy": REPO / "packages" / "trama-numpy",
     "trama-torch": REPO / "packages" / "trama-torch",
     "trama-jax": REPO / "packages" / "trama-jax",
+    "trama-onnx": REPO / "packages" / "trama-onnx",
     "trama-model-explorer": REPO / "packages" / "trama-model-explorer",
     "trama-lenses": REPO / "examples" / "trama-lenses",
 }

@@ -607,7 +607,7 @@ def test_ops_fits_the_terminal_one_line_per_op(columns: int, monkeypatch: pytest
     assert main(["ops"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in lines) <= columns
-    signature_column = lines[0].index("signature")
+    signature_column = lines[0].find("signature")  # -1 where the signatures go below their rows
     rows = [line for line in lines[1:] if not line.startswith(" ")]
     assert [row.split()[0] for row in rows] == [op["name"] for op in ops]  # every op, in order
     per_op = (len(lines) - 1) // len(ops)
@@ -620,6 +620,7 @@ def test_ops_fits_the_terminal_one_line_per_op(columns: int, monkeypatch: pytest
         else:
             assert shown == op["signature"]
     assert per_op == (2 if columns == 60 else 1)  # too narrow a column: the signature goes below
+    assert (signature_column == -1) == (per_op == 2)  # ...and its title is not in the header
 
 
 @pytest.mark.parametrize("columns", [60, 100])

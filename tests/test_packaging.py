@@ -35,7 +35,7 @@ from packaging.version import Version
 BASE_URL = "https://github.com/trama-format/trama"
 DISTRIBUTIONS = list(PACKAGE_DIRS)
 # The distributions that make up trama itself, released together at one version.
-TRAMA = ["trama", "trama-numpy", "trama-torch", "trama-jax", "trama-model-explorer"]
+TRAMA = ["trama", "trama-numpy", "trama-torch", "trama-jax", "trama-onnx", "trama-model-explorer"]
 
 # What each wheel must declare, group -> {name: "module:attr" or "module"}.
 ENTRY_POINTS: dict[str, dict[str, dict[str, str]]] = {
@@ -49,6 +49,7 @@ ENTRY_POINTS: dict[str, dict[str, dict[str, str]]] = {
     "trama-numpy": {"trama": {"numpy": "trama_numpy.plugin"}},
     "trama-torch": {"trama": {"torch": "trama_torch.plugin"}},
     "trama-jax": {"trama": {"jax": "trama_jax.plugin"}},
+    "trama-onnx": {"trama": {"onnx": "trama_onnx.plugin"}},
     "trama-lenses": {"trama": {"lenses": "trama_lenses.plugin"}},
     "trama-model-explorer": {},  # Model Explorer imports it by name (--extensions=trama_model_explorer)
 }
@@ -60,6 +61,7 @@ SDIST_HAS_TESTS = {
     "trama-numpy": False,
     "trama-torch": False,
     "trama-jax": False,
+    "trama-onnx": False,
     "trama-model-explorer": False,
     "trama-lenses": True,
 }
@@ -78,7 +80,7 @@ import torch, trama
 model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
 trama.dump(trama.export_model(model, inputs=["x"], outputs=["y"]), "model.trama.json")
 """
-README_NEEDS_A_MODEL = {"trama-numpy", "trama-jax", "trama-model-explorer"}
+README_NEEDS_A_MODEL = {"trama-numpy", "trama-jax", "trama-onnx", "trama-model-explorer"}
 
 
 @pytest.fixture(scope="session")

@@ -196,7 +196,13 @@ def resolve_placement(
 
 
 #: The package that provides the runtimes whose names start so (``"torch:cuda"`` -> trama-torch).
-PROVIDERS = {"default": "trama-numpy", "numpy": "trama-numpy", "torch": "trama-torch", "jax": "trama-jax"}
+PROVIDERS = {
+    "default": "trama-numpy",
+    "numpy": "trama-numpy",
+    "torch": "trama-torch",
+    "jax": "trama-jax",
+    "onnxruntime": "trama-onnx",
+}
 
 
 def _install_hint(name: str, known: bool) -> str:

@@ -56,6 +56,7 @@ from trama.format._serialization import _decode as decode_document_text
 from trama.format._specs import OpSpec
 from trama.tools import _cli_json
 from trama.tools._diff import DIFF_HELP, diff_arguments, run_diff
+from trama.tools._lower import lower_arguments, run_lower
 from trama.tools._ssa import shown, to_ssa
 from trama.tools._summary import render_summary, summarize
 from trama.tools._view import run_view, view_arguments
@@ -724,8 +725,9 @@ def _run_ops(args: argparse.Namespace) -> int:
         return EXIT_OK
     width = max(_terminal_width(), _MIN_WIDTH)
     name_width = max((len(spec.name) for spec in specs), default=0)
-    header = "  ".join(frameworks)
-    print(f"{'op':<{name_width}}  {header}  signature" if frameworks else f"{'op':<{name_width}}  signature")
+    header = f"{'op':<{name_width}}  {'  '.join(frameworks) + '  ' if frameworks else ''}"
+    # The signature column's title only where the column is beside the rows (else it goes below).
+    print(header + "signature" if width - len(header) >= _MIN_COLUMN else header.rstrip())
     for spec in specs:
         marks = "  ".join(f"{'yes' if spec.name in coverage[f] else '-':<{len(f)}}" for f in frameworks)
         prefix = f"{spec.name:<{name_width}}  {marks + '  ' if frameworks else ''}"
@@ -1097,6 +1099,18 @@ register(
         "model inputs, outputs and symbols. The same change in repeated sibling blocks (the layers of a "
         "stack) is one line. Exit status 0 when the models are the same, 1 when they differ, 2 on trouble.",
         epilog=DIFF_HELP,
+    )
+)
+register(
+    Command(
+        "lower",
+        "lower a document to ONNX (composites as ONNX functions), checked, for another runtime",
+        lower_arguments,
+        run_lower,
+        description="Lower a document to an ONNX model with trama-onnx: every op by the catalog's semantics, each "
+        "composite an ONNX local function (one per block structure, each instance a call named by its node id), "
+        "symbolic sizes as dim_params, the weights inside the model or, with --external-data, beside it. The "
+        "result passes onnx.checker's full check; a node that cannot be lowered is one error naming it.",
     )
 )
 register(
