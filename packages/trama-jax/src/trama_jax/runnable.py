@@ -366,19 +366,19 @@ class JaxRunnable(Runnable):
         return ExecutionError(f"running the model failed: {describe_failure(exc)}")
 
     def _inputs(self, inputs: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
-        """The inputs by name, each checked against its fact (``trama.execution.check_inputs``)."""
+        """The inputs by name (a list as the declared dtype)."""
         names = self.model.inputs
         facts = self.model.input_facts or [None] * len(names)
         values = [
             _narrowed(as_declared(value, fact, name, index), fact)
             for index, (name, value, fact) in enumerate(zip(names, order_inputs(names, inputs), facts, strict=True))
         ]
-        check_inputs(self.model, values)
-        return dict(zip(names, values, strict=True))
+        return dict(zip(names, values, strict=True))  # checked when they run (_sizes)
 
     def _sizes(self, inputs: dict[str, Any]) -> contextlib.AbstractContextManager[None]:
-        """The input sizes bound while the program is traced: a node whose settings read them is
-        built for them (:class:`trama.conversion.SizedNode`), once per compiled signature."""
+        """The inputs checked against their facts (``trama.execution.check_inputs``, once per
+        run), and the sizes they bind, bound while the program is traced: a node whose settings
+        read them is built for them (:class:`trama.conversion.SizedNode`), once per signature."""
         return bound_sizes(check_inputs(self.model, [inputs[name] for name in self.model.inputs]))
 
     def _execute(self, inputs: dict[str, Any], states: dict[str, Any] | None) -> list[Any]:

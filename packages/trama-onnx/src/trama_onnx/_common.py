@@ -10,7 +10,7 @@ and casts its result back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -169,3 +169,23 @@ def tensor_or_none(g: Emitter, slot: str) -> str | None:
 def slot_tensor(parameters: Mapping[str, Any], slot: str) -> Tensor | None:
     entry = parameters.get(slot)
     return entry.value if entry is not None and isinstance(entry.value, Tensor) else None
+
+
+def circular_pad(g: Emitter, x: str, pads: Sequence[tuple[int, int]], axes: Sequence[int]) -> str:
+    """``x`` padded circularly: along each of ``axes``, its last ``before`` elements put in front
+    and its first ``after`` behind (the padding conv modules and ``pad`` share)."""
+    for (before, after), where in zip(pads, axes, strict=True):
+        parts = []
+        if before:
+            parts.append(_slice(g, x, -before, None, where))
+        parts.append(x)
+        if after:
+            parts.append(_slice(g, x, 0, after, where))
+        x = parts[0] if len(parts) == 1 else g.op1("Concat", parts, {"axis": where})
+    return x
+
+
+def _slice(g: Emitter, x: str, start: int, stop: int | None, where: int) -> str:
+    end = np.iinfo(np.int64).max if stop is None else stop
+    starts, ends, axes = (g.const(np.asarray([value], np.int64)) for value in (start, end, where))
+    return g.op1("Slice", [x, starts, ends, axes])

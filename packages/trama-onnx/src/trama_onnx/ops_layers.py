@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from trama.format import Node, Parameter, numpy_dtype
-from trama_onnx._common import batched, compute_dtype, const_like, is_float, unbatched
+from trama_onnx._common import batched, circular_pad, compute_dtype, const_like, is_float, unbatched
 from trama_onnx._registry import lowers
 from trama_onnx.lowering import Emitter, Lowering, LoweringError, catalog_settings
 
@@ -61,17 +61,7 @@ def linear(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, 
 def _padded(g: Emitter, x: str, pads: Sequence[tuple[int, int]], mode: str) -> str:
     """``x`` (batched, channels first) padded by ``pads`` per spatial dimension in ``mode``."""
     if mode == "circular":
-        rank = 2 + len(pads)
-        for d, (before, after) in enumerate(pads):
-            where = 2 + d
-            parts = []
-            if before:
-                parts.append(_slice(g, x, -before, None, where, rank))
-            parts.append(x)
-            if after:
-                parts.append(_slice(g, x, 0, after, where, rank))
-            x = parts[0] if len(parts) == 1 else g.op1("Concat", parts, {"axis": where})
-        return x
+        return circular_pad(g, x, pads, range(2, 2 + len(pads)))
     amounts = [before for before, _ in pads] + [after for _, after in pads]
     axes = list(range(2, 2 + len(pads)))
     onnx_mode = {"reflect": "reflect", "replicate": "edge"}[mode]
@@ -79,19 +69,6 @@ def _padded(g: Emitter, x: str, pads: Sequence[tuple[int, int]], mode: str) -> s
         "Pad",
         [x, g.const(np.asarray(amounts, np.int64)), None, g.const(np.asarray(axes, np.int64))],
         {"mode": onnx_mode},
-    )
-
-
-def _slice(g: Emitter, x: str, start: int, stop: int | None, where: int, rank: int) -> str:
-    end = np.iinfo(np.int64).max if stop is None else stop
-    return g.op1(
-        "Slice",
-        [
-            x,
-            g.const(np.asarray([start], np.int64)),
-            g.const(np.asarray([end], np.int64)),
-            g.const(np.asarray([where], np.int64)),
-        ],
     )
 
 

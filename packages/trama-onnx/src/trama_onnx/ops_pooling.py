@@ -31,7 +31,7 @@ from trama.catalog import PoolWindows, adaptive_windows, pool_output_size
 from trama.catalog._pooling_geometry import adaptive_taps, pool_divisors, resampled_sizes, resampling_taps
 from trama.format import Node, Parameter, numpy_dtype
 from trama.format._sizes import has_sizes
-from trama_onnx._common import batched, compute_dtype, is_float, unbatched
+from trama_onnx._common import batched, circular_pad, compute_dtype, is_float, unbatched
 from trama_onnx._registry import lowers
 from trama_onnx.lowering import Emitter, Lowering, LoweringError, catalog_settings
 
@@ -397,15 +397,7 @@ def pad(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Par
         x = g.cast(inputs["x"], work, dtype)
         axes = [rank - 1 - k for k in range(pairs)]  # pad lists the last dimension first
         if mode == "circular":
-            for k, where in enumerate(axes):
-                before, after = amounts[2 * k], amounts[2 * k + 1]
-                parts = []
-                if before:
-                    parts.append(_slice(g, x, -before, None, where))
-                parts.append(x)
-                if after:
-                    parts.append(_slice(g, x, 0, after, where))
-                x = parts[0] if len(parts) == 1 else g.op1("Concat", parts, {"axis": where})
+            x = circular_pad(g, x, [(amounts[2 * k], amounts[2 * k + 1]) for k in range(pairs)], axes)
             y = x if x != inputs["x"] else g.op1("Identity", [x])
             return {"y": g.cast(y, dtype, work)}
         order = [2 * k for k in range(pairs)] + [2 * k + 1 for k in range(pairs)]
@@ -424,16 +416,3 @@ def pad(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Par
         return {"y": g.cast(y, dtype, work)}
 
     return Lowering(node, parameters, emit)
-
-
-def _slice(g: Emitter, x: str, start: int, stop: int | None, where: int) -> str:
-    end = np.iinfo(np.int64).max if stop is None else stop
-    return g.op1(
-        "Slice",
-        [
-            x,
-            g.const(np.asarray([start], np.int64)),
-            g.const(np.asarray([end], np.int64)),
-            g.const(np.asarray([where], np.int64)),
-        ],
-    )

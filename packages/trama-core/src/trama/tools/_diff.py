@@ -56,7 +56,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 import numpy as np
 import xxhash
@@ -102,24 +102,8 @@ ChangeKind = Literal[
     "model",
 ]
 
-#: Every kind of change, in the order the summary line counts them.
-CHANGE_KINDS: tuple[ChangeKind, ...] = (
-    "added",
-    "removed",
-    "renamed",
-    "moved",
-    "op",
-    "class",
-    "call",
-    "metadata",
-    "ports",
-    "setting",
-    "tensor",
-    "values",
-    "learnable",
-    "sharing",
-    "model",
-)
+#: Every kind of change, in the order the summary line counts them (the ``ChangeKind`` order).
+CHANGE_KINDS: tuple[ChangeKind, ...] = get_args(ChangeKind)
 
 #: The mark a report line starts with, by kind (``~`` for the others).
 _MARKS = {"added": "+", "removed": "-", "renamed": "→", "moved": "→", "values": "*"}
