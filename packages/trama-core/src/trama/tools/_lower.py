@@ -46,7 +46,7 @@ def lower_arguments(parser: argparse.ArgumentParser) -> None:
 def run_lower(args: argparse.Namespace) -> int:
     """Lower, check and write; a bad document, a node that cannot be lowered or a file that
     cannot be written is one line on stderr and exit status 1."""
-    from trama.tools.cli import EXIT_INVALID, EXIT_OK, _clip, _load, _name, _one_line, _special_file
+    from trama.tools.cli import EXIT_INVALID, EXIT_OK, _clip, _load_or_say, _name, _one_line, _special_file
 
     kind = _special_file(args.output)
     if kind is not None:
@@ -59,13 +59,8 @@ def run_lower(args: argparse.Namespace) -> int:
         package = TARGETS[args.to]
         print(f"trama lower: lowering to {args.to} needs {package} (pip install {package})", file=sys.stderr)
         return EXIT_INVALID
-    try:
-        model = _load(args.file)
-    except TramaError as exc:
-        print(f"{_name(args.file)}: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_INVALID
-    except OSError as exc:
-        print(f"{_name(args.file)}: {_clip(str(exc))}", file=sys.stderr)
+    model = _load_or_say(args.file)
+    if model is None:
         return EXIT_INVALID
     output: Path = args.output
     data_name = output.name + ".data" if args.external_data else None

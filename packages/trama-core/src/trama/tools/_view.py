@@ -549,7 +549,7 @@ def view_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_view(args: argparse.Namespace) -> int:
     """``trama view``: write the page; a bad document or option is one line on stderr, exit 1."""
-    from trama.tools.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, _clip, _load, _name, _one_line, _special_file
+    from trama.tools.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, _clip, _load_or_say, _name, _one_line, _special_file
 
     if not args.shapes and (args.size or args.input or args.runtime != "numpy"):
         print("trama view: --size, --input and --runtime take effect with --shapes only", file=sys.stderr)
@@ -563,13 +563,8 @@ def run_view(args: argparse.Namespace) -> int:
     if kind is not None:
         print(f"{_name(args.output)}: cannot write the page: it is {kind}, not a regular file", file=sys.stderr)
         return EXIT_INVALID
-    try:
-        model = _load(args.file, lazy_inline=not args.shapes)
-    except TramaError as exc:
-        print(f"{_name(args.file)}: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_INVALID
-    except OSError as exc:
-        print(f"{_name(args.file)}: {_clip(str(exc))}", file=sys.stderr)
+    model = _load_or_say(args.file, lazy_inline=not args.shapes)
+    if model is None:
         return EXIT_INVALID
     shapes = None
     if args.shapes:

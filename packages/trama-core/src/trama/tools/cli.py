@@ -308,6 +308,18 @@ def _load(document: _Document, *, lazy_inline: bool = False) -> Model:
     return loads(data, base_dir=Path.cwd())
 
 
+def _load_or_say(document: _Document, *, lazy_inline: bool = False) -> Model | None:
+    """:func:`_load`, or ``None`` after saying on stderr, in one line, why the document cannot
+    be read (a trama error, or an OS error load did not turn into one)."""
+    try:
+        return _load(document, lazy_inline=lazy_inline)
+    except TramaError as exc:
+        print(f"{_name(document)}: {_one_line(exc)}", file=sys.stderr)
+    except OSError as exc:
+        print(f"{_name(document)}: {_clip(str(exc))}", file=sys.stderr)
+    return None
+
+
 def _read_stdin() -> bytes | DocumentFile:
     """The bytes of standard input, read no further than a document could go.
 
