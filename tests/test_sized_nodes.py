@@ -54,7 +54,9 @@ def test_a_sized_node_builds_once_per_binding_with_numbers_only() -> None:
     node = model.nodes[0]
     parameters = {slot: model.parameters[key] for slot, key in node.parameters.items()}
 
-    def build(node: Node, registry: trama.OpRegistry, parameters: dict[str, Parameter]) -> Any:
+    def build(
+        node: Node, registry: trama.OpRegistry, parameters: dict[str, Parameter], example: dict[str, Parameter] | None
+    ) -> Any:
         seen.append(parameters["end"].value)
         return object()
 

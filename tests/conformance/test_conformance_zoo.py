@@ -261,6 +261,37 @@ def test_an_exported_model_matches_eager_torch_on_every_runtime(name: str, files
     assert_agree(results, ["y"], tolerance=ZOO[name].tolerance, log=ERRORS, key=name)
 
 
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_a_model_trained_in_jax_lowers_to_onnx_and_runs_as_in_jax(name: str, files: Path) -> None:
+    """A document that comes out of JAX: the model imported into JAX, every learnable value
+    moved by one step computed there (``p - 0.1 * tanh(p)``), the document given back by
+    ``to_model`` and lowered to ONNX by trama-onnx (its composites as functions, full check);
+    onnxruntime then computes what JAX computes from that document."""
+    jax = pytest.importorskip("jax")
+    onnx = pytest.importorskip("onnx")
+    trama_onnx = pytest.importorskip("trama_onnx")
+    module, inputs = built(name)
+    model = exported_file(module, ZOO[name].inputs, files / f"{name}.trama.json")
+    in_jax = trama.import_model(model, registry=trama.registry("jax"))
+    stepped = jax.tree_util.tree_map(lambda p: p - 0.1 * jax.numpy.tanh(p), in_jax.params)
+    document = trama.loads(trama.dumps(in_jax.to_model(stepped)))
+    changed = [
+        key
+        for key in stepped
+        if not np.array_equal(document.parameters[key].value.numpy(), model.parameters[key].value.numpy())
+    ]
+    assert changed, "the step changed no value"
+    proto = trama_onnx.lower(document, inputs=dict(zip(document.inputs, inputs, strict=True)))  # no input facts
+    onnx.checker.check_model(proto, full_check=True)
+    (top,) = [node for node in document.nodes if node.parent is None]
+    calls = {node.name: node.domain for node in proto.graph.node}
+    assert calls[top.id] == trama_onnx.FUNCTION_DOMAIN  # the tree kept: the top module is a function call
+    results = {
+        runtime: trama.runtime_for_name(runtime).prepare(document).run(inputs) for runtime in ("jax:cpu", "onnxruntime")
+    }
+    assert_agree(results, ["y"], tolerance=ZOO[name].tolerance)
+
+
 def test_tied_weights_stay_one_parameter_entry(files: Path) -> None:
     """The tied LM's embedding and output layer read one table entry, so that a runtime that
     trains or replaces it keeps them tied."""

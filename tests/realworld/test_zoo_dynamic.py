@@ -128,6 +128,43 @@ def test_imports_into_torch_and_computes_exactly_at_other_sizes(exported: Export
             assert torch.equal(have, want), sizes
 
 
+#: Models whose torch.export program computes some module with other torch kernels than eager
+#: torch does (the fused transformer fast path, the fused recurrent kernels, which a traced
+#: program replaces by their decompositions): equal within 1e-4 of the output's largest
+#: magnitude, as on the runtimes, instead of bit for bit.
+OTHER_KERNELS_IN_TORCH_EXPORT = frozenset(
+    {"torch_transformer", "torch_transformer_encoder", "torch_transformer_decoder", "torch_lstm_lm", "torch_gru_tagger"}
+)
+
+
+def test_lowers_to_torch_export_and_computes_exactly_at_other_sizes(exported: Exported) -> None:
+    """``trama lower --to torch-export``'s program (``trama_torch.program.export_program``),
+    traced once at the example sizes from the input facts, computes the model's outputs at the
+    other sizes: the sizes it reads are computed from its inputs, not fixed at the example's."""
+    if exported.entry.name in REFUSED:
+        pytest.skip("its dynamic export is refused (test_sizes_are_written_over_the_symbols checks why)")
+    assert exported.document is not None, exported.error
+    from trama_torch.program import export_program
+
+    entry = exported.entry
+    program = export_program(exported.document).module()
+    for sizes in (SMALLER, LARGER):
+        inputs = inputs_at(entry, sizes)
+        expected = _outputs(exported.model, entry, inputs)
+        with torch.no_grad():
+            got = program(*(inputs[name] for name in entry.input_names))
+        got_list = list(got) if isinstance(got, (tuple, list)) else [got]
+        assert len(got_list) == len(expected)
+        for have, want in zip(got_list, expected, strict=True):
+            assert have.dtype == want.dtype
+            if entry.name not in OTHER_KERNELS_IN_TORCH_EXPORT:
+                assert torch.equal(have, want), sizes
+            else:
+                assert have.shape == want.shape
+                scale = max(1.0, float(want.abs().max()))
+                assert float((have - want).abs().max()) <= 1e-4 * scale, sizes
+
+
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("sizes", [SMALLER, LARGER], ids=["smaller", "larger"])
 def test_runs_at_other_sizes_equal_to_eager(exported: Exported, runtime: str, sizes: dict[str, int]) -> None:

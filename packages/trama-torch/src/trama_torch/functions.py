@@ -24,7 +24,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -113,7 +113,7 @@ class _Slots:
         value = self.get(slot, default)
         if not _is_int(value):
             raise self.error(f"{slot} must be an int, got {value!r}")
-        return int(value)
+        return _int(value)
 
     def optional_integer(self, slot: str) -> int | None:
         return None if self.get(slot) is None else self.integer(slot)
@@ -122,7 +122,7 @@ class _Slots:
         value = self.get(slot)
         if not isinstance(value, list) or not all(_is_int(item) for item in value):
             raise self.error(f"{slot} must be a list of ints, got {value!r}")
-        return [int(item) for item in value]
+        return [_int(item) for item in value]
 
     def dims(self, slot: str) -> int | tuple[int, ...] | None:
         """A ``dim`` that is null, an int or a non-empty list of ints (a tuple for torch)."""
@@ -130,9 +130,9 @@ class _Slots:
         if value is None:
             return None
         if _is_int(value):
-            return int(value)
+            return _int(value)
         if isinstance(value, list) and value and all(_is_int(item) for item in value):
-            return tuple(int(item) for item in value)
+            return tuple(_int(item) for item in value)
         raise self.error(f"{slot} must be null, an int or a non-empty list of ints, got {value!r}")
 
     def flag(self, slot: str, default: bool) -> bool:
@@ -143,9 +143,9 @@ class _Slots:
 
     def number(self, slot: str, default: float) -> float | int:
         value = self.get(slot, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, torch.SymInt, torch.SymFloat)):
             raise self.error(f"{slot} must be a number, got {value!r}")
-        return value
+        return cast(float, value)  # a symbolic size stands for a number
 
     def choice(self, slot: str, choices: tuple[Any, ...], default: Any) -> Any:
         value = self.get(slot, default)
@@ -158,7 +158,14 @@ class _Slots:
 
 
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """An int, not a bool; or a symbolic size while ``torch.export`` traces the module."""
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, torch.SymInt)
+
+
+def _int(value: Any) -> int:
+    """``value`` as a Python int; a symbolic size stays symbolic (``int()`` would fix it), and
+    stands for an int to the torch functions it is given to."""
+    return cast(int, value) if isinstance(value, torch.SymInt) else int(value)
 
 
 def _show(value: Any) -> str:

@@ -29,7 +29,7 @@ class SizedModule(nn.Module):
         self.sized = sized
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        built = self.sized.current()
+        built = self.sized.current(example=_example_number)
         first = next((arg for arg in args if hasattr(arg, "device")), None)
         if first is not None and isinstance(built, nn.Module):
             built.to(first.device)
@@ -37,6 +37,14 @@ class SizedModule(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.sized.node.op}, sizes from {', '.join(self.sized.symbols)}"
+
+
+def _example_number(size: Any) -> int:
+    """The number a symbolic size has in the example ``torch.export`` traces with, read without
+    adding a guard (``int(size)`` would fix the size at that number in the exported program)."""
+    from torch.fx.experimental.symbolic_shapes import guarding_hint_or_throw
+
+    return int(guarding_hint_or_throw(size))
 
 
 def binding_sizes_when_called(module: nn.Module, model: Model, node: Node) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from trama.catalog import (
     _arrays_checks,
@@ -29,6 +30,7 @@ from trama.catalog._reader import Checker, Settings
 from trama.errors import RegistryError, TramaError
 from trama.extension._contracts import describe_exception
 from trama.format._model import Node, Parameter
+from trama.format._sizes import is_symbolic_int
 from trama.format._specs import OpSpec
 
 __all__ = ["CHECKERS", "check_settings", "checker_for", "checking", "run_spec_check"]
@@ -88,20 +90,47 @@ def _is_catalog_spec(spec: OpSpec) -> bool:
 
 
 @contextmanager
-def checking(node: Node, spec: OpSpec, parameters: Mapping[str, Parameter]) -> Iterator[Settings | None]:
+def checking(
+    node: Node, spec: OpSpec, parameters: Mapping[str, Parameter], *, example: Mapping[str, Parameter] | None = None
+) -> Iterator[Settings | None]:
     """Check ``node`` if ``spec`` is a catalog op's, and let :func:`check_settings` hand the
     result to the factory called inside; yields the settings, or ``None`` for another op, whose
-    own check (:attr:`OpSpec.check`, a pack's) runs first where it has one."""
+    own check (:attr:`OpSpec.check`, a pack's) runs first where it has one.
+
+    ``example``: ``parameters`` hold symbolic sizes (``torch.export`` tracing a sized node), and
+    ``example`` the same settings at the example's numbers. The checks run on ``example`` (they
+    compare and convert numbers, which would fix a symbolic size at its example), and the
+    factory gets those settings with the symbolic values put back where ``parameters`` has them."""
+    checked = parameters if example is None else example
     if not _is_catalog_spec(spec):
-        run_spec_check(node, spec, parameters)
+        run_spec_check(node, spec, checked)
         yield None
         return
-    settings = CHECKERS[spec.name].check(node, parameters)
+    settings = CHECKERS[spec.name].check(node, checked)
+    if example is not None:
+        settings = settings.with_values(
+            {
+                slot: _symbolic_like(settings[slot], entry.value)
+                for slot, entry in parameters.items()
+                if slot in settings
+            }
+        )
     token = _BUILDING.set((node, parameters, settings))
     try:
         yield settings
     finally:
         _BUILDING.reset(token)
+
+
+def _symbolic_like(checked: Any, value: Any) -> Any:
+    """``value`` (a setting holding symbolic sizes) in the form the checker gave ``checked``
+    (the same setting at the example's numbers): a list where it made a tuple, and where it
+    converted a number (an int to a float) or derived another value, what it made."""
+    if is_symbolic_int(value):
+        return value
+    if isinstance(checked, (tuple, list)) and isinstance(value, (tuple, list)) and len(checked) == len(value):
+        return type(checked)(_symbolic_like(c, v) for c, v in zip(checked, value, strict=True))
+    return checked
 
 
 def run_spec_check(node: Node, spec: OpSpec, parameters: Mapping[str, Parameter]) -> None:

@@ -26,6 +26,7 @@ from trama.catalog._limits import MAX_ELEMENTS, MAX_WINDOW, shown_limit
 from trama.errors import RegistryError
 from trama.extension._factorytable import setting
 from trama.format._model import Node, Parameter
+from trama.format._sizes import is_symbolic_int
 from trama.format._tensor import Tensor
 
 __all__ = [
@@ -89,8 +90,15 @@ class Settings(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self._values)
 
+    def with_values(self, values: Mapping[str, Any]) -> Settings:
+        """These settings with some values replaced (symbolic sizes while ``torch.export``
+        traces a sized node: see :func:`trama.catalog._checkers.checking`)."""
+        return Settings(self.op, self.node_id, {**self._values, **values}, self.tensors)
+
     def _typed(self, name: str, kind: type | tuple[type, ...]) -> Any:
         value = self._values[name]
+        if is_symbolic_int(value):  # a size traced by torch.export: an int or a float to the kernel
+            return value
         if not isinstance(value, kind):
             raise TypeError(f"{self.op} setting {name!r} is {value!r}, not of the kind asked for")
         return value

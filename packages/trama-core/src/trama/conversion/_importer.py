@@ -161,10 +161,13 @@ def build_node(
         return _call_factory(node, spec, registry, children, parameters)
 
 
-def _build_resolved(node: Node, registry: OpRegistry, parameters: dict[str, Parameter]) -> Any:
-    """Build a leaf whose sizes are numbers now (:meth:`SizedNode.build`)."""
+def _build_resolved(
+    node: Node, registry: OpRegistry, parameters: dict[str, Parameter], example: dict[str, Parameter] | None
+) -> Any:
+    """Build a leaf whose sizes are values now (:meth:`SizedNode.build`): numbers, or symbolic
+    sizes checked at their ``example`` numbers."""
     spec = registry[node.op]
-    with checking(node, spec, parameters):
+    with checking(node, spec, parameters, example=example):
         return _call_factory(node, spec, registry, {}, parameters)
 
 

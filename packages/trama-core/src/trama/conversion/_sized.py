@@ -22,7 +22,7 @@ from typing import Any
 
 from trama.errors import ExecutionError
 from trama.format._model import Node, Parameter
-from trama.format._sizes import has_sizes, resolve_sizes, size_symbols
+from trama.format._sizes import has_sizes, is_symbolic_int, resolve_sizes, size_symbols
 from trama.format._specs import OpRegistry
 
 __all__ = ["SizedNode", "bound_sizes", "current_sizes", "is_sized"]
@@ -63,7 +63,7 @@ class SizedNode:
         node: Node,
         registry: OpRegistry,
         parameters: Mapping[str, Parameter],
-        build: Callable[[Node, OpRegistry, dict[str, Parameter]], Any],
+        build: Callable[[Node, OpRegistry, dict[str, Parameter], dict[str, Parameter] | None], Any],
     ) -> None:
         self.node = node
         self.registry = registry
@@ -75,8 +75,11 @@ class SizedNode:
         self._build = build
         self._built: dict[tuple[int, ...], Any] = {}
 
-    def current(self) -> Any:
-        """What this node is for the sizes of the run in progress."""
+    def current(self, example: Callable[[Any], int] | None = None) -> Any:
+        """What this node is for the sizes of the run in progress.
+
+        ``example`` gives the number a symbolic size stands for in the trace in progress (the
+        framework's; torch's SizedModule passes one while ``torch.export`` traces)."""
         binding = current_sizes()
         if binding is None:
             raise ExecutionError(
@@ -85,10 +88,15 @@ class SizedNode:
                 "(trama.runtime_for_name(...).prepare(model).run(inputs))",
                 node_id=self.node.id,
             )
-        return self.build(binding)
+        return self.build(binding, example=example)
 
-    def build(self, binding: Mapping[str, int]) -> Any:
-        """What this node is when each symbol has the size ``binding`` gives it."""
+    def build(self, binding: Mapping[str, int], *, example: Callable[[Any], int] | None = None) -> Any:
+        """What this node is when each symbol has the size ``binding`` gives it.
+
+        A binding may hold symbolic sizes (``torch.SymInt`` while ``torch.export`` traces the
+        module): the node is then built with its settings symbolic, so that the framework
+        records the computation of each size, not its example's number, once the catalog has
+        checked the settings at the example's numbers (``example``: a symbolic size's number)."""
         missing = [symbol for symbol in self.symbols if symbol not in binding]
         if missing:
             raise ExecutionError(
@@ -97,18 +105,36 @@ class SizedNode:
                 node_id=self.node.id,
             )
         key = tuple(binding[symbol] for symbol in self.symbols)
-        built = self._built.get(key)
+        # Symbolic sizes (torch.export tracing the module) are built afresh: each trace is once,
+        # and a symbolic integer cannot be a key.
+        symbolic = any(is_symbolic_int(size) for size in key)
+        built = None if symbolic else self._built.get(key)
         if built is None:
-            parameters = dict(self.parameters)
-            for slot in self.sized_slots:
-                entry = parameters[slot]
-                try:
-                    value = resolve_sizes(entry.value, binding)
-                except (ValueError, ArithmeticError) as exc:
-                    raise ExecutionError(f"setting {slot!r}: {exc}", node_id=self.node.id) from None
-                parameters[slot] = Parameter(value, entry.learnable)
-            built = self._build(self.node, self.registry, parameters)
+            parameters = self._resolved(binding)
+            if symbolic:
+                if example is None:
+                    raise ExecutionError(
+                        f"the sizes of this {self.node.op} are symbolic, and nothing says their example's numbers",
+                        node_id=self.node.id,
+                    )
+                numbers = {
+                    symbol: size if not is_symbolic_int(size) else example(size) for symbol, size in binding.items()
+                }
+                return self._build(self.node, self.registry, parameters, self._resolved(numbers))
+            built = self._build(self.node, self.registry, parameters, None)
             if len(self._built) >= _KEPT:
                 del self._built[next(iter(self._built))]
             self._built[key] = built
         return built
+
+    def _resolved(self, binding: Mapping[str, Any]) -> dict[str, Parameter]:
+        """The parameters with each size replaced by its value for ``binding``."""
+        parameters = dict(self.parameters)
+        for slot in self.sized_slots:
+            entry = parameters[slot]
+            try:
+                value = resolve_sizes(entry.value, binding)
+            except (ValueError, ArithmeticError) as exc:
+                raise ExecutionError(f"setting {slot!r}: {exc}", node_id=self.node.id) from None
+            parameters[slot] = Parameter(value, entry.learnable)
+        return parameters

@@ -25,7 +25,7 @@ from typing import Any
 from trama.conversion._sized import bound_sizes, current_sizes
 from trama.errors import ExecutionError, TramaError
 from trama.format._model import Model, Node, ValueFact
-from trama.format._sizes import SymbolRange, has_sizes
+from trama.format._sizes import SymbolRange, has_sizes, is_symbolic_int
 
 __all__ = ["as_declared", "bound_sizes", "check_inputs", "current_sizes", "dtype_of", "sizes_of_top_node"]
 
@@ -146,7 +146,8 @@ def _check_one(
             )
     if fact.shape is None:
         return
-    sizes = tuple(int(size) for size in shape)
+    # A symbolic size (torch.export tracing) stays symbolic: int() would fix it at the example's.
+    sizes = tuple(size if is_symbolic_int(size) else int(size) for size in shape)
     expected = fact.shape
     if len(sizes) != len(expected):
         raise ExecutionError(

@@ -21,9 +21,9 @@ take, as torch.export derived them (``seq <= 64`` from a position table).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from trama.errors import SchemaError
 
@@ -33,6 +33,7 @@ __all__ = [
     "SymbolRange",
     "has_sizes",
     "is_symbol_name",
+    "is_symbolic_int",
     "resolve_sizes",
     "size_symbols",
 ]
@@ -224,6 +225,29 @@ def _parse(text: Any, where: str) -> tuple[_Tree, set[str]]:
     return tree, symbols
 
 
+def is_symbolic_int(value: Any) -> bool:
+    """Whether ``value`` is a tracing framework's symbolic integer (``torch.SymInt`` while
+    ``torch.export`` traces), recognised by the ``__sym_max__`` method such integers have.
+
+    A symbol may be bound to one: an expression then evaluates to another symbolic integer, which
+    the framework records in its program, instead of a number fixed at the example's size."""
+    return hasattr(type(value), "__sym_max__")
+
+
+def _extreme(values: list[Any], method: str, builtin: Callable[..., Any]) -> int | float:
+    """``min``/``max`` of ``values``, through the symbolic integers' own method where one is
+    symbolic: Python's builtin would compare them, fixing which one is smaller in the program."""
+    result = values[0]
+    for value in values[1:]:
+        if is_symbolic_int(result):
+            result = getattr(result, method)(value)
+        elif is_symbolic_int(value):
+            result = getattr(value, method)(result)
+        else:
+            result = builtin(result, value)
+    return cast("int | float", result)  # a symbolic integer stands for an int
+
+
 def _evaluate(tree: _Tree, binding: Mapping[str, int]) -> int | float:
     if not isinstance(tree, tuple):
         return tree  # type: ignore[no-any-return]
@@ -234,9 +258,9 @@ def _evaluate(tree: _Tree, binding: Mapping[str, int]) -> int | float:
     if operator == "neg":
         return -values[0]
     if operator == "min":
-        return min(values)
+        return _extreme(values, "__sym_min__", min)
     if operator == "max":
-        return max(values)
+        return _extreme(values, "__sym_max__", max)
     a, b = values
     if operator == "+":
         return a + b
@@ -244,7 +268,7 @@ def _evaluate(tree: _Tree, binding: Mapping[str, int]) -> int | float:
         return a - b
     if operator == "*":
         return a * b
-    if b == 0 and operator in ("/", "//", "%"):
+    if not is_symbolic_int(b) and b == 0 and operator in ("/", "//", "%"):
         raise ValueError("a size divides by zero")
     if operator == "/":
         return a / b

@@ -1116,13 +1116,16 @@ register(
 register(
     Command(
         "lower",
-        "lower a document to ONNX (composites as ONNX functions), checked, for another runtime",
+        "lower a document to ONNX (composites as ONNX functions) or a torch.export program, for another runtime",
         lower_arguments,
         run_lower,
         description="Lower a document to an ONNX model with trama-onnx: every op by the catalog's semantics, each "
         "composite an ONNX local function (one per block structure, each instance a call named by its node id), "
         "symbolic sizes as dim_params, the weights inside the model or, with --external-data, beside it. The "
-        "result passes onnx.checker's full check; a node that cannot be lowered is one error naming it.",
+        "result passes onnx.checker's full check; a node that cannot be lowered is one error naming it. "
+        "With --to torch-export (or an output ending in .pt2), the document imported into torch and traced by "
+        "torch.export, its symbolic sizes dynamic within their ranges, saved with torch.export.save: a program "
+        "for ExecuTorch or AOTInductor.",
     )
 )
 register(

@@ -21,7 +21,8 @@ import os
 import re
 import traceback
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,7 @@ from torch import nn
 from trama import ExportError
 from trama_torch.capture.tree import Call, Recorder
 
-__all__ = ["Captured", "run_export", "source_line"]
+__all__ = ["Captured", "attributes_assigned_in_forward", "run_export", "source_line"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -135,16 +136,22 @@ _REFINEMENTS = 4
 def _export(
     model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], shapes: Any
 ) -> torch.export.ExportedProgram:
+    with attributes_assigned_in_forward():
+        return torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
+
+
+@contextmanager
+def attributes_assigned_in_forward() -> Iterator[None]:
+    """Silence torch's warning about tensors assigned to module attributes while it exports
+    (pytorch/pytorch#163809): nn.LSTM/GRU rebuild their ``_flat_weights`` list from their
+    registered parameters, timm's LeViT caches its attention bias in eval mode. It is harmless
+    for trama: what is exported is computed from the registered state, which is read from the
+    modules, never from such attributes."""
     with warnings.catch_warnings():
-        # torch warns when forward assigns tensors to module attributes (pytorch/pytorch#163809):
-        # nn.LSTM/GRU rebuild their _flat_weights list from the registered parameters, timm's
-        # LeViT caches its attention bias in eval mode. It is harmless here: the document holds
-        # what the program computes from the registered state, which is read from the modules,
-        # never from such attributes.
         warnings.filterwarnings(
             "ignore", message=r"The tensor attributes .* were assigned during export", category=UserWarning
         )
-        return torch.export.export(model, args, kwargs, dynamic_shapes=shapes, strict=False)
+        yield
 
 
 def _refined(exc: Exception, shapes: Any) -> Any:
