@@ -52,17 +52,22 @@ from trama.extension import ENTRY_POINT_GROUP, plugin_host
 
 registry = trama.registry("numpy")
 ops = [name for name in registry.names() if name.startswith("lenses.")]
+lowerings = trama.registry("onnx")  # the pack names "onnx" among its frameworks: this exists without trama-onnx
 entry_points = [ep for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.dist.name == "trama-lenses"]
 print(json.dumps({
     "ops": ops,
     "implemented": [name for name in ops if registry[name].factory is not None],
+    "lowered": [name for name in ops if lowerings[name].factory is not None],
     "plugins": [
         {"version": info.version, "hooks": list(info.hooks), "errors": list(info.errors)}
         for info in plugin_host().plugins() if info.distribution == "trama-lenses"
     ],
     "entry_point_dists": [str(ep.dist.locate_file("")) for ep in entry_points],
     "plugin_file": sys.modules["trama_lenses.plugin"].__file__,
-    "frameworks_imported": [name for name in ("torch", "jax", "tensorflow") if name in sys.modules],
+    "frameworks_imported": [
+        name for name in ("torch", "jax", "tensorflow", "onnx", "onnxruntime", "trama_lenses.onnx_lowering")
+        if name in sys.modules
+    ],
 }))
 """
 
@@ -130,6 +135,7 @@ def test_a_fresh_install_is_found_through_discovery_alone(tmp_path: Path) -> Non
 
     assert facts["ops"] == OPS
     assert facts["implemented"] == OPS
+    assert facts["lowered"] == [name for name in OPS if name != "lenses.System"]  # composites: trama-onnx's job
     assert facts["plugins"] == [{"version": version, "hooks": HOOKS, "errors": []}]
     assert facts["entry_point_dists"] == [str(target)]
     assert Path(facts["plugin_file"]).is_relative_to(target)

@@ -6,11 +6,12 @@ is held to what docs/plugins.md promises a pack gets:
 * it is a real distribution: ``pip install --target`` builds and installs it offline, and in a new
   interpreter with nothing but that folder added, discovery finds it (the plugin module is imported
   from the target folder: the name is new, so no other copy can exist);
-* its own test suite (hooks, import cost, numpy / torch / JAX against the spec's math, the round
-  trip, exporter priority) passes as generated, run against that installed copy;
+* its own test suite (hooks, import cost, numpy / torch / JAX against the spec's math, the ONNX
+  lowering against numpy on onnxruntime, the round trip, exporter priority) passes as generated,
+  run against that installed copy;
 * it imports no private name of trama or of the framework packages (modules starting with ``_``,
-  names outside the ``__all__`` they come from; for trama-torch and trama-jax, only their
-  top-level package's ``__all__``), so that it keeps working as those packages change inside;
+  names outside the ``__all__`` they come from; for trama-torch, trama-jax and trama-onnx, only
+  their top-level package's ``__all__``), so that it keeps working as those packages change inside;
 * its torch exporter wins over trama-torch's catch-all tracer for its class whichever of the two
   is discovered first: once with the install folder first on ``sys.path`` (``PYTHONPATH``), once
   with it last (appended after site-packages by the probe itself).
@@ -50,6 +51,7 @@ FILES = {
     f"src/{PACKAGE}/checks.py",
     f"src/{PACKAGE}/jax_kernels.py",
     f"src/{PACKAGE}/numpy_kernels.py",
+    f"src/{PACKAGE}/onnx_lowering.py",
     f"src/{PACKAGE}/plugin.py",
     f"src/{PACKAGE}/py.typed",
     f"src/{PACKAGE}/torch_modules.py",
@@ -60,6 +62,7 @@ FILES = {
     "tests/test_import_cost.py",
     "tests/test_jax.py",
     "tests/test_numpy.py",
+    "tests/test_onnx.py",
     "tests/test_roundtrip.py",
     "tests/test_torch.py",
 }
@@ -67,7 +70,7 @@ FILES = {
 #: Whose names the generated code may use, and how: trama by any public module's ``__all__``,
 #: the framework packages by their top-level ``__all__`` alone.
 TRAMA_ROOT = "trama"
-FRAMEWORK_ROOTS = ("trama_numpy", "trama_torch", "trama_jax")
+FRAMEWORK_ROOTS = ("trama_numpy", "trama_torch", "trama_jax", "trama_onnx")
 
 
 # --- names and folders ----------------------------------------------------------------------

@@ -42,7 +42,7 @@ def test_signatures() -> None:
 
 def test_opsets_and_frameworks() -> None:
     assert plugin.trama_opsets() == {"lenses": 1}
-    assert list(plugin.trama_frameworks()) == ["numpy"]
+    assert list(plugin.trama_frameworks()) == ["numpy", "onnx"]
 
 
 def test_numpy_implements_every_op_and_nothing_else() -> None:
@@ -50,6 +50,14 @@ def test_numpy_implements_every_op_and_nothing_else() -> None:
     assert implementations is not None
     assert set(implementations) == OPS
     assert all(callable(factory) for factory in implementations.values())
+
+
+def test_onnx_lowers_every_leaf_and_leaves_the_composite_to_trama_onnx() -> None:
+    lowerings = plugin.trama_op_implementations("onnx")
+    assert lowerings is not None
+    assert set(lowerings) == OPS - {"lenses.System"}
+    assert all(callable(factory) for factory in lowerings.values())
+    assert plugin.trama_exporters("onnx") is None
 
 
 @pytest.mark.parametrize("framework", ["torch", "jax", "tensorflow"])
@@ -68,11 +76,13 @@ def test_the_exporter_declines_foreign_objects_without_looking_at_the_context() 
 
 def test_importing_the_plugin_loads_no_implementation_and_no_framework() -> None:
     """Discovery imports the plugin in every program that uses trama, so it must not pull in the
-    element classes (numpy code, in a real pack perhaps torch) nor any framework."""
+    element classes (numpy code, in a real pack perhaps torch), the ONNX lowerings (onnx) nor any
+    framework, even when every registry is built."""
     probe = (
-        "import json, sys; import trama_lenses.plugin; "
+        "import json, sys; import trama_lenses.plugin; import trama; "
+        "[trama.registry(framework) for framework in ('numpy', 'onnx')]; "
         "print(json.dumps(sorted(m for m in sys.modules "
-        "if m.split('.')[0] in ('trama_lenses', 'torch', 'jax', 'tensorflow'))))"
+        "if m.split('.')[0] in ('trama_lenses', 'torch', 'jax', 'tensorflow', 'onnx', 'onnxruntime'))))"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
     assert json.loads(result.stdout) == ["trama_lenses", "trama_lenses.plugin"]

@@ -5,7 +5,8 @@ trama imports this module whenever it discovers plugins — for ``trama.registry
 touches a lens. So it imports only trama and the standard library at the top. numpy and the
 element classes are imported inside the factories, when a document that uses these ops is
 actually imported (the exporter does not need to import them: the objects it handles already
-are).
+are). The ONNX lowerings (:mod:`trama_lenses.onnx_lowering`, for trama-onnx) import onnx, so they
+too are imported only inside their factories, when a node is lowered.
 
 The ops, in the namespace ``lenses`` (opset 1). Rays are ``[N, 2]`` arrays of rows
 ``(height, angle)``, paraxial, in one length unit; an element with ray transfer matrix ``M``
@@ -28,8 +29,10 @@ from trama.extension import hookimpl
 if TYPE_CHECKING:  # for annotations only: importing them for real is the factories' job
     from trama import ExportContext, Node, Parameter
     from trama_lenses.elements import AsphericSurface, FreeSpace, System, ThinLens
+    from trama_onnx import Lowering
 
 __all__ = [
+    "FRAMEWORKS",
     "NAMESPACE",
     "OPSET",
     "SPECS",
@@ -38,6 +41,9 @@ __all__ = [
     "build_system",
     "build_thin_lens",
     "export_element",
+    "lower_aspheric_surface",
+    "lower_free_space",
+    "lower_thin_lens",
     "trama_exporters",
     "trama_frameworks",
     "trama_op_implementations",
@@ -49,6 +55,9 @@ __all__ = [
 NAMESPACE = "lenses"
 #: Bump when an op's meaning, ports or slots change incompatibly; documents record it.
 OPSET = 1
+#: The frameworks this pack implements its ops for: numpy (the elements), and ONNX (lowerings for
+#: trama-onnx, which lowers the composite lenses.System itself, from its wiring).
+FRAMEWORKS = ("numpy", "onnx")
 #: The module whose classes :func:`export_element` handles; compared as a string, so declining
 #: a foreign object costs one attribute lookup and imports nothing.
 _ELEMENTS_MODULE = "trama_lenses.elements"
@@ -130,21 +139,30 @@ def trama_opsets() -> Mapping[str, int]:
 
 @hookimpl
 def trama_frameworks() -> Sequence[str]:
-    """Only numpy: implementing torch or jax would mean a factory per op that imports them."""
-    return ["numpy"]
+    """numpy and onnx, by name only: nothing is imported here (torch or jax would mean a factory
+    per op that imports them)."""
+    return FRAMEWORKS
 
 
 @hookimpl
 def trama_op_implementations(framework: str) -> Mapping[str, Callable[..., Any]] | None:
-    """numpy factories; ``None`` for every other framework (no error: another pack may have them)."""
-    if framework != "numpy":
-        return None
-    return {
-        "lenses.ThinLens": build_thin_lens,
-        "lenses.FreeSpace": build_free_space,
-        "lenses.System": build_system,
-        "lenses.AsphericSurface": build_aspheric_surface,
-    }
+    """numpy factories, or ONNX lowering factories; ``None`` for every other framework (no error:
+    another pack may have them). Returning a table imports nothing: each factory imports its
+    implementation (numpy, or onnx) when it is called."""
+    if framework == "numpy":
+        return {
+            "lenses.ThinLens": build_thin_lens,
+            "lenses.FreeSpace": build_free_space,
+            "lenses.System": build_system,
+            "lenses.AsphericSurface": build_aspheric_surface,
+        }
+    if framework == "onnx":  # leaves only: trama-onnx lowers composites as ONNX local functions
+        return {
+            "lenses.ThinLens": lower_thin_lens,
+            "lenses.FreeSpace": lower_free_space,
+            "lenses.AsphericSurface": lower_aspheric_surface,
+        }
+    return None
 
 
 @hookimpl
@@ -197,6 +215,30 @@ def build_aspheric_surface(
             f"coefficients must be a float32 vector [m], got {coefficients.dtype} {list(coefficients.shape)}"
         )
     return AsphericSurface(_number(parameters, "curvature"), _number(parameters, "conic"), coefficients)
+
+
+# --- lowering to ONNX: node -> ONNX nodes (trama-onnx) -----------------------------------------
+
+
+def lower_thin_lens(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Lowering:
+    """The ONNX lowering of a ``lenses.ThinLens`` node (imports onnx, now that a node is lowered)."""
+    from trama_lenses.onnx_lowering import lower_thin_lens
+
+    return lower_thin_lens(node, children=children, parameters=parameters)
+
+
+def lower_free_space(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Lowering:
+    """The ONNX lowering of a ``lenses.FreeSpace`` node."""
+    from trama_lenses.onnx_lowering import lower_free_space
+
+    return lower_free_space(node, children=children, parameters=parameters)
+
+
+def lower_aspheric_surface(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Lowering:
+    """The ONNX lowering of a ``lenses.AsphericSurface`` node."""
+    from trama_lenses.onnx_lowering import lower_aspheric_surface
+
+    return lower_aspheric_surface(node, children=children, parameters=parameters)
 
 
 # --- export: element -> node ----------------------------------------------------------------

@@ -3,9 +3,10 @@
 The pack it writes, ``trama-NAME``, owns the namespace ``NAME`` and defines one small but real
 op, ``NAME.Scale`` (``y = x * weight + bias`` over the last axis, with learnable tensors), with
 everything a published pack has: its ``pyproject.toml`` and entry point, a README and a license,
-the hooks, an implementation for numpy, torch and JAX each, an exporter for its torch module,
-and a test suite that passes as generated. An author renames ``Scale`` to their own op and keeps
-the structure; ``docs/plugins.md`` ("Start from the template") walks through it.
+the hooks, an implementation for numpy, torch and JAX each, an ONNX lowering (for trama-onnx),
+an exporter for its torch module, and a test suite that passes as generated. An author renames
+``Scale`` to their own op and keeps the structure; ``docs/plugins.md`` ("Start from the
+template") walks through it.
 
 The template ships as package data (``files/``, every file ending in ``.tmpl``), so that it is
 exactly what a reader can open and review, not code that prints code. Filling it in is plain
@@ -154,8 +155,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "new",
         help="create the op pack trama-NAME from the template",
         description="Create trama-NAME, a complete op pack owning the namespace NAME, with one op (NAME.Scale) "
-        "implemented for numpy, torch and JAX, an exporter, and tests that pass as generated. Edit it into "
-        "your own ops: see docs/plugins.md, 'Start from the template'.",
+        "implemented for numpy, torch and JAX and lowered to ONNX, an exporter, and tests that pass as generated. "
+        "Edit it into your own ops: see docs/plugins.md, 'Start from the template'.",
     )
     new.add_argument("name", metavar="NAME", help="the namespace: lower-case letters, digits and underscores")
     new.add_argument(
@@ -182,5 +183,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"trama pack new: {exc}", file=sys.stderr)
         return 1
     print(f"created {root}")
-    print(f'next: pip install -e "{root}[test,torch,jax]" && cd {root} && pytest')
+    print(f'next: pip install -e "{root}[test,torch,jax,onnx]" && cd {root} && pytest')
     return 0
