@@ -12,8 +12,16 @@ its example inputs. In one fresh process per model, four ways to run it are prep
 
 They then run *paired*: rounds of ``--number`` calls of each, alternating, ``--rounds`` times; each
 way's best round gives its time per call, so that all four see the same moments of a noisy
-machine. Targets (issue 28): trama's onnxruntime within 1.1× of ORT on torch's export, and at
-least 3× faster than the numpy runtime. Nothing is asserted.
+machine. On a machine of two cores, what ran just before a way weighs on it: the worker threads
+of the way before (onnxruntime's thread pools, torch's OpenMP threads) spin on after its last
+call, and the numpy runtime leaves the caches full of its own arrays. In a fixed order, the same
+onnxruntime session measured up to 1.5x slower in one place than in another; so each round runs
+the ways in a new (seeded) random order, each after a pause of :data:`SETTLE` seconds. The two
+onnxruntime sessions are opened last, one right after the other, once torch has exported its file
+and the other runtimes are prepared: a session opened before that (torch's export allocates much)
+measured up to 1.3x slower than the same model's session opened after it. Targets (issue 28):
+trama's onnxruntime within 1.1× of ORT on torch's export, and at least 3× faster than the numpy
+runtime. Nothing is asserted.
 
     .venv/bin/python benchmarks/bench_onnx.py [--models tv_resnet18 hf_bert hf_llama] [--rounds 7] [--number 20]
 """
@@ -30,10 +38,13 @@ from _common import RESULT_MARK, describe_machine, machine_info, run_worker, tab
 MODELS = ("tv_resnet18", "hf_bert", "hf_llama")
 PARITY = 1.1  # trama's onnxruntime / ORT on torch.onnx's export, at most
 OVER_NUMPY = 3.0  # numpy runtime / trama's onnxruntime, at least
+SETTLE = 0.05  # seconds of pause before each round of calls, for the last way's threads to go idle
+ONNX_LAST = ("numpy", "torch:cpu", "onnxruntime")  # the order trama's runtimes are prepared in
 
 
 def worker(name: str, rounds: int, number: int) -> dict[str, object]:
     import io
+    import random
     import tempfile
     import time
     import warnings
@@ -62,13 +73,15 @@ def worker(name: str, rounds: int, number: int) -> dict[str, object]:
         expected = next(iter(expected.values()))
 
     ways: dict[str, object] = {}
-    for runtime in ("onnxruntime", "numpy", "torch:cpu"):
-        runnable = trama.runtime_for_name(runtime).prepare(document)
-        ways[f"trama {runtime}"] = lambda r=runnable: r.run(arrays)
-    with tempfile.TemporaryDirectory() as folder, redirect_stdout(io.StringIO()):
+    with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "torch.onnx"
-        program = torch.onnx.export(model, tuple(args), kwargs=kwargs, dynamo=True)
-        program.save(str(path))
+        with redirect_stdout(io.StringIO()):
+            program = torch.onnx.export(model, tuple(args), kwargs=kwargs, dynamo=True)
+            program.save(str(path))
+        # The two onnxruntime sessions are opened last, one right after the other (see the docstring).
+        runnables = {runtime: trama.runtime_for_name(runtime).prepare(document) for runtime in ONNX_LAST}
+        for runtime in ("onnxruntime", "numpy", "torch:cpu"):
+            ways[f"trama {runtime}"] = lambda r=runnables[runtime]: r.run(arrays)
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     feeds = {item.name: array for item, array in zip(session.get_inputs(), arrays, strict=True)}
     ways["torch.onnx + ORT"] = lambda: session.run(None, feeds)
@@ -80,8 +93,12 @@ def worker(name: str, rounds: int, number: int) -> dict[str, object]:
         got = value.detach().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
         errors[label] = float(np.max(np.abs(got.astype(np.float64) - expected.double().numpy())))
     best = dict.fromkeys(ways, float("inf"))
+    order = list(ways.items())
+    shuffle = random.Random(0).shuffle
     for _ in range(rounds):
-        for label, call in ways.items():
+        shuffle(order)  # a new order each round: no way always comes after the same other way
+        for label, call in order:
+            time.sleep(SETTLE)
             started = time.perf_counter()
             for _ in range(number):
                 call()  # type: ignore[operator]

@@ -266,14 +266,14 @@ def _with_leaf(op: str, node_id: str, slots: dict[str, Any]) -> Model:
 
 
 def test_an_op_without_a_lowering_is_one_error_naming_the_node_and_the_op() -> None:
-    # Hardshrink is one of the catalog's ops trama-onnx does not lower yet.
-    model = _with_leaf("Hardshrink", "root.odd", {"lambd": 0.5})
-    model.nodes.append(Node("root.other", "hardshrink", {"x": Ref(INPUT, "x")}, ["y"]))
-    with pytest.raises(LoweringError, match=r"'Hardshrink' has no ONNX lowering.*hardshrink") as caught:
+    # tuple_get is the one catalog op trama-onnx does not lower (ONNX has no tuples).
+    model = _with_leaf("tuple_get", "root.odd", {"index": 0})
+    model.nodes.append(Node("root.other", "tuple_get", {"x": Ref(INPUT, "x")}, ["y"], {"index": "root.odd.index"}))
+    with pytest.raises(LoweringError, match=r"'tuple_get' has no ONNX lowering \(nor does 1 other node") as caught:
         lower(model)
     assert caught.value.node_id == "root.odd"
     assert isinstance(caught.value, trama.ExportError)
-    with pytest.raises(LoweringError, match="Hardshrink"):
+    with pytest.raises(LoweringError, match="tuple_get"):
         trama.runtime_for_name("onnxruntime").prepare(model)
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from trama_onnx.lowering import (
         DEFAULT_OPSET,
         FUNCTION_DOMAIN,
+        ONNX_DTYPES,
         Emitter,
         Lowering,
         LoweringError,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_OPSET",
     "FUNCTION_DOMAIN",
+    "ONNX_DTYPES",
     "Emitter",
     "Lowering",
     "LoweringError",
@@ -48,7 +50,16 @@ __all__ = [
 #: Where each public name lives.
 _HOMES = {
     **dict.fromkeys(
-        ("DEFAULT_OPSET", "FUNCTION_DOMAIN", "Emitter", "Lowering", "LoweringError", "ValueInfo", "catalog_settings"),
+        (
+            "DEFAULT_OPSET",
+            "FUNCTION_DOMAIN",
+            "ONNX_DTYPES",
+            "Emitter",
+            "Lowering",
+            "LoweringError",
+            "ValueInfo",
+            "catalog_settings",
+        ),
         "lowering",
     ),
     "lower": "lowering",

@@ -10,7 +10,8 @@
   every leaf is inlined into the main graph instead. Calling nodes (``calls``) are expanded first,
   so a call of a composite is one more call of its function.
 * **ONNX node names are trama node ids**: ``root.model.layers.0`` for a call of the layer function,
-  ``root.head`` for the first ONNX node of a leaf and ``root.head#1``, ``#2``, … for the others;
+  ``root.head`` for the first ONNX node of a leaf and ``root.head#1``, ``#2``, … for the others
+  (its ``Constant`` nodes ``root.head#c``, ``root.head#c#1``, …);
   inside a function, a leaf's nodes are named by its path below the composite (``mlp.fc1``). Values
   are named likewise (a leaf's output ``y`` is ``root.head.y``). Nodes that stand for no trama node
   (the sizes read from the inputs' shapes) have names that start with ``%``.
@@ -31,7 +32,9 @@ returns a :class:`Lowering`, whose ``emit(g, inputs)`` adds the node's ONNX node
 ``emit`` returns each output's ONNX value name. A factory reads the catalog's checked settings with
 :func:`catalog_settings`; ``emit`` reads tensors with :meth:`Emitter.tensor`, what the node reads
 with :meth:`Emitter.input_info`, and sizes that may depend on the inputs with
-:meth:`Emitter.int64s`.
+:meth:`Emitter.int64s`. What :meth:`Emitter.input_info` says is learnt by running the document
+once on the numpy runtime (:mod:`trama_onnx._shapes`), so an op pack that lowers its ops
+implements them for numpy too.
 
 ``emit`` runs once per function body: when two instances share a function, it is called for the
 first one only. So it must bake in nothing but what the structure digest covers: settings other
@@ -217,10 +220,12 @@ class Emitter:
         leaf = self._current()
         facts = self._builder.facts
         if facts.failure is not None:
+            # The node the run failed at is the one to blame, not the first lowering that asked.
+            culprit = getattr(facts.error, "node_id", None)
             raise LoweringError(
-                f"{leaf.node.op} needs the dtype and rank of its inputs, and the model could not be run on numpy "
-                f"to find them: {facts.failure}",
-                node_id=leaf.node.id,
+                f"the document does not run on numpy, which the lowering needs to learn the dtype and rank of "
+                f"each value ({leaf.node.op} at {leaf.node.id!r} asked): {facts.failure}",
+                node_id=culprit or leaf.node.id,
             )
         info = facts.inputs.get(leaf.node.id, {}).get(port)
         if info is None:

@@ -5,9 +5,13 @@
 and ``Threshold``.
 
 Each keeps ``x``'s dtype and computes float16 and bfloat16 in float32 (the catalog's rule).
-``ReLU`` is ``Max(x, 0)`` rather than ONNX's ``Relu``: onnxruntime's ``Relu`` turns NaN into 0,
-where the catalog keeps NaN. For the same reason every other activation is written with
-elementary ops (``Where``, ``Max``, ``Min``, ``Exp``, ``Log``, ...) following the catalog's
+Where onnxruntime fuses an ONNX op into the convolution or matrix product before it
+(``FusedConv``, its NCHWc convolutions, ``FusedGemm``) and computes the catalog's values, that op
+is used: a float ``ReLU`` is ``Relu``, ``ReLU6`` and ``Hardtanh`` are ``Clip`` (onnxruntime 1.31
+keeps NaN in both, fused or not, and −0.0 as torch does; an integer ``x`` takes ``Max(x, 0)``).
+``GELU`` is written as the pattern onnxruntime fuses into one ``Gelu`` kernel (``x / √2`` rather
+than ``x · √½``: the fused kernel computes the latter, which is what torch computes). Every other
+activation is written with elementary ops (``Where``, ``Max``, ``Min``, ``Exp``, ``Log``, ...) following the catalog's
 formula rather than with ONNX's own activation ops (``LeakyRelu``, ``Elu``, ``Selu``,
 ``HardSigmoid``, ``Softplus``, ...), whose NaN, infinity and rounding behaviour is not the
 catalog's (``Softplus`` has no ``beta`` nor ``threshold``, ``HardSigmoid`` multiplies by a
@@ -44,7 +48,16 @@ def _elementwise(node: Node, parameters: Mapping[str, Parameter], body: Any) -> 
 @lowers("ReLU", "relu")
 def relu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Lowering:
     catalog_settings(node, parameters)
-    return _elementwise(node, parameters, lambda g, x, dtype: g.op1("Max", [x, const_like(g, 0, dtype)]))
+    return _elementwise(node, parameters, relu_of)
+
+
+def relu_of(g: Emitter, x: str, dtype: str) -> str:
+    """``max(x, 0)`` of ``x`` of ``dtype`` (a dtype onnxruntime computes in): ``Relu`` for floats,
+    which onnxruntime fuses into a convolution or a matrix product before it, and which keeps NaN
+    and −0.0 (as torch does); ``Max(x, 0)`` for integers."""
+    if is_float(dtype):
+        return g.op1("Relu", [x])
+    return g.op1("Max", [x, const_like(g, 0, dtype)])
 
 
 @lowers("GELU", "gelu")
@@ -59,7 +72,9 @@ def gelu(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Pa
             inner = g.op1("Mul", [inner, const_like(g, math.sqrt(2 / math.pi), dtype)])
             gate = g.op1("Tanh", [inner])
         else:
-            gate = g.op1("Erf", [g.op1("Mul", [x, const_like(g, math.sqrt(0.5), dtype)])])
+            # erf(x / √2), as onnxruntime's Gelu fusion matches it (its fused kernel, and torch,
+            # compute x · √½; unfused, the quotient may differ from that product by 1 ulp).
+            gate = g.op1("Erf", [g.op1("Div", [x, const_like(g, math.sqrt(2), dtype)])])
         return g.op1("Mul", [half, g.op1("Add", [gate, const_like(g, 1, dtype)])])
 
     return _elementwise(node, parameters, body)
@@ -178,9 +193,10 @@ def _softplus(g: Emitter, z: str, dtype: str) -> str:
 
 
 def _clamp(g: Emitter, x: str, low: str, high: str) -> str:
-    """``min(max(x, low), high)``: onnxruntime's ``Max`` and ``Min`` keep NaN (its ``Clip`` is not
-    relied on)."""
-    return g.op1("Min", [g.op1("Max", [x, low]), high])
+    """``min(max(x, low), high)`` of a float ``x``, ``low ≤ high``: ONNX's ``Clip``, which
+    onnxruntime fuses into a convolution before it, and which keeps NaN there and on its own, and
+    −0.0 where ``low`` is 0, as torch does (onnxruntime 1.31, float32 and float64)."""
+    return g.op1("Clip", [x, low, high])
 
 
 @lowers("LeakyReLU", "leaky_relu")
@@ -427,13 +443,12 @@ def tanhshrink(node: Node, *, children: Mapping[str, Any], parameters: Mapping[s
     return _floating(node, parameters, lambda g, x, work, dtype: g.op1("Sub", [x, g.op1("Tanh", [x])]))
 
 
-# Not registered yet (not in plugin.LOWERED): the lowering is the catalog's, and numpy, torch and
-# onnxruntime agree on it, but test_conformance_onnx.py's half-precision test compares with a
-# float32 computation whose ``lambd`` is not rounded to the 16-bit dtype (test_conformance_half.py's
-# ``_reference_case`` rounds it), so it fails where ``x`` lies between the two roundings. Register
-# it with ``@lowers("Hardshrink", "hardshrink")`` and list both in LOWERED once that test does so.
+@lowers("Hardshrink", "hardshrink")
 def hardshrink(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, Parameter]) -> Lowering:
-    """0 where ``−lambd ≤ x ≤ lambd``, else ``x``; ``lambd`` rounded to ``x``'s own dtype."""
+    """0 where ``−lambd ≤ x ≤ lambd``, else ``x``; ``lambd`` rounded to ``x``'s own dtype. Not
+    ONNX's ``Shrink`` (``bias`` 0), which is the same formula but which onnxruntime (1.31) computes
+    otherwise: NaN gives 0 there (the catalog keeps it), a −0.0 kept by a negative ``lambd`` turns
+    into +0.0, and a float64 ``x`` is rounded to float32."""
     lambd = catalog_settings(node, parameters).number("lambd")
 
     def body(g: Emitter, x: str, work: str, dtype: str) -> str:

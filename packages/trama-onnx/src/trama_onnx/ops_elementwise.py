@@ -496,20 +496,37 @@ def bitwise_not(node: Node, *, children: Mapping[str, Any], parameters: Mapping[
 # --- selection ----------------------------------------------------------------------------------
 
 
-def _select(g: Emitter, condition: str, a: str, b: str, work: str, number: Any = None) -> str:
+def _select(g: Emitter, condition: str, a: str, b: str, work: str, number: Any = None, other: Any = None) -> str:
     """``Where(condition, a, b)``. onnxruntime (1.31) gives +0.0 where its ``Where`` takes a −0.0
     from the first branch (one from the second branch is kept, but its graph optimizer swaps the
-    branches of ``Where(Not(c), …)``): for floats, those elements are multiplied by −1 to set the
-    sign back. ``number``: ``a``'s value where it is a known number (no fix is needed unless it is
-    −0.0)."""
+    branches of ``Where(Not(c), …)``). ``number`` and ``other``: ``a``'s and ``b``'s values where
+    they are known numbers (converted to the result dtype). No fix is needed where ``a`` is a number
+    other than −0.0; where ``b`` is one, the branches are swapped (``Where(Xor(c, true), b, a)``,
+    which the optimizer leaves alone), so that ``a`` is taken from the second branch; otherwise,
+    for floats, the elements that lost their sign are multiplied by −1."""
+    if not is_float(work) or (number is not None and not _negative_zero(number)):
+        return g.op1("Where", [condition, a, b])
+    if other is not None and not _negative_zero(other):
+        flipped = g.op1("Xor", [condition, g.const(np.asarray(True))])
+        return g.op1("Where", [flipped, b, a])
     y = g.op1("Where", [condition, a, b])
-    if not is_float(work) or (number is not None and not (number == 0 and np.signbit(number))):
-        return y
     zero = const_like(g, 0, work)
     negative_zero = g.op1("And", [g.op1("Equal", [a, zero]), g.op1("Less", [g.op1("Reciprocal", [a]), zero])])
     lost = g.op1("And", [condition, negative_zero])
     sign = g.op1("Where", [lost, const_like(g, -1, work), const_like(g, 1, work)])
     return g.op1("Mul", [y, sign])
+
+
+def _negative_zero(number: Any) -> bool:
+    return bool(number == 0 and np.signbit(number))
+
+
+def _selected_number(each: Operand, result: str) -> Any:
+    """A number operand's value once converted to ``result`` (``None`` for a tensor)."""
+    if each.value is not None:
+        return None
+    with np.errstate(all="ignore"):
+        return np.asarray(each.number).astype(numpy_dtype(result))
 
 
 def _condition(g: Emitter, inputs: Mapping[str, str], port: str) -> str:
@@ -531,7 +548,7 @@ def where(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, P
         result = promoted(x, other)
         work = compute_dtype(result)
         a, b = _converted(g, x, result, work), _converted(g, other, result, work)
-        y = _select(g, condition, a, b, work, x.number if x.value is None else None)
+        y = _select(g, condition, a, b, work, _selected_number(x, result), _selected_number(other, result))
         return {"y": g.cast(y, result, work)}
 
     return Lowering(node, parameters, emit)
@@ -601,6 +618,10 @@ def clamp(node: Node, *, children: Mapping[str, Any], parameters: Mapping[str, P
             raise LoweringError("clamp of bools is refused, as torch refuses it")
         work = compute_dtype(result)
         y = _converted(g, x, result, work)
+        if is_float(work) and not wired and numbers == {"min": 0}:
+            # max(x, 0): Relu, which onnxruntime fuses into a convolution or a matrix product
+            # before it, and which keeps NaN and −0.0 as torch does
+            return {"y": g.cast(g.op1("Relu", [y]), result, work)}
         if "min" in bounds:
             y = g.op1("Max", [y, _converted(g, bounds["min"], result, work)])
         if "max" in bounds:

@@ -116,6 +116,8 @@ LOWERED: dict[str, tuple[str, ...]] = {
         "softsign",
         "Tanhshrink",
         "tanhshrink",
+        "Hardshrink",
+        "hardshrink",
         "Softshrink",
         "softshrink",
         "Threshold",

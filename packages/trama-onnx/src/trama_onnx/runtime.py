@@ -49,10 +49,13 @@ if TYPE_CHECKING:
 
     from trama_onnx.lowering import Lowered
 
-__all__ = ["SESSIONS", "OnnxRunnable", "OnnxRuntime", "runtimes"]
+__all__ = ["CHECKED", "SESSIONS", "OnnxRunnable", "OnnxRuntime", "runtimes"]
 
 #: How many sessions a runnable keeps for a document lowered per input signature.
 SESSIONS = 8
+
+#: How many input signatures a runnable remembers as checked against the facts.
+CHECKED = 64
 
 #: onnxruntime's execution provider for each device.
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
@@ -135,6 +138,9 @@ class _Session:
         values = [*proto.graph.input, *proto.graph.output]
         #: onnxruntime's Python API takes and gives no bfloat16 arrays: those go through OrtValues.
         self.bfloat16 = any(value.type.tensor_type.elem_type == _BFLOAT16 for value in values)
+        #: The graph's outputs, and whether they are the model's outputs in order (none static).
+        self.outputs = [value.name for value in proto.graph.output]
+        self.direct = not lowered.static and list(lowered.outputs) == list(range(len(model.outputs)))
         self.session: Any = None
         if not proto.graph.output:
             return  # every output is a Python value: nothing to run
@@ -158,20 +164,29 @@ class _Session:
         return str(path)
 
     def run(self, model: Model, values: Sequence[Any]) -> list[Any]:
-        lowered = self.lowered
-        results: list[Any] = [None] * len(model.outputs)
-        for index, value in lowered.static.items():
-            results[index] = value
         if self.session is None:
-            return results
+            return self._results(model, [])
         feed = dict(zip(self.inputs, values, strict=True))
-        with _ort_failures("running the model", model):
+        try:  # (not _ort_failures: a run of a small model is tens of microseconds)
             if self.bfloat16:
                 given = {name: _ort_value(value) for name, value in feed.items()}
                 produced = [_from_ort_value(value) for value in self.session.run_with_ort_values(None, given)]
             else:
-                produced = self.session.run(None, feed)
-        for index, value in zip(lowered.outputs, produced, strict=True):
+                produced = self.session.run(self.outputs, feed)
+        except (TramaError, KeyboardInterrupt):
+            raise
+        except Exception as error:
+            raise _ort_error("running the model", model, error) from error
+        if self.direct:
+            return produced
+        return self._results(model, produced)
+
+    def _results(self, model: Model, produced: Sequence[Any]) -> list[Any]:
+        """The model's outputs: the session's, and the Python values the lowering computed."""
+        results: list[Any] = [None] * len(model.outputs)
+        for index, value in self.lowered.static.items():
+            results[index] = value
+        for index, value in zip(self.lowered.outputs, produced, strict=True):
             results[index] = value
         return results
 
@@ -180,11 +195,16 @@ class OnnxRunnable(Runnable):
     """A document prepared for onnxruntime (see the module's documentation)."""
 
     def __init__(self, runtime: OnnxRuntime, model: Model) -> None:
+        import numpy as np
+
         from trama_onnx.lowering import facts_complete
 
         self._runtime = runtime
         self._model = model
         self._complete = facts_complete(model)
+        self._ndarray = np.ndarray
+        #: The input signatures (each input's dtype and shape) that passed the check.
+        self._checked: set[tuple[Any, ...]] = set()
         self._sessions: OrderedDict[Any, _Session] = OrderedDict()
         if self._complete:
             self._sessions[None] = self._open(None)
@@ -231,16 +251,31 @@ class OnnxRunnable(Runnable):
 
     def _inputs(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         names = self._model.inputs
+        ordered = order_inputs(names, inputs)
+        if all(type(value) is self._ndarray for value in ordered):
+            return ordered  # numpy arrays are what the session takes, as they are
         facts = self._model.input_facts or [None] * len(names)
         converted = []
-        for index, (name, value, fact) in enumerate(zip(names, order_inputs(names, inputs), facts, strict=True)):
+        for index, (name, value, fact) in enumerate(zip(names, ordered, facts, strict=True)):
             with framework_failures(f"converting input {name!r}"):
                 converted.append(_as_array(as_declared(value, fact, name, index), name))
         return converted
 
+    def _check(self, values: Sequence[np.ndarray]) -> None:
+        """:func:`~trama.execution.check_inputs`, which reads nothing but each array's dtype and
+        shape: a signature that passed once is not checked again (a run on a small model is a few
+        tens of microseconds, and the check would be a good part of that)."""
+        signature = tuple((value.dtype, value.shape) for value in values)
+        if signature in self._checked:
+            return
+        check_inputs(self._model, values)
+        if len(self._checked) >= CHECKED:
+            self._checked.clear()
+        self._checked.add(signature)
+
     def run(self, inputs: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         values = self._inputs(inputs)
-        check_inputs(self._model, values)
+        self._check(values)
         return self._session_for(values).run(self._model, values)
 
     def run_with_state(self, inputs: Sequence[Any] | Mapping[str, Any], states: dict[str, Any]) -> list[Any]:
@@ -266,31 +301,96 @@ class OnnxRunnable(Runnable):
                 path = session.session.end_profiling()
                 with framework_failures("reading onnxruntime's profile"):
                     events = json.loads(Path(path).read_text())
-        calls, seconds = _node_times(events, {node.id for node in session.lowered.builder.nodes})
+        ids = {node.id for node in session.lowered.builder.nodes}
+        calls, seconds = _node_times(events, ids, session.lowered.proto.graph)
         shapes = _shapes(session.lowered.facts, binding)
         with framework_failures("profiling"):
             return static_costs(self._model, calls, seconds, shapes, total, runtime=self._runtime.name())
 
 
-def _node_times(events: Sequence[Mapping[str, Any]], ids: set[str]) -> tuple[dict[str, int], dict[str, float]]:
+def _node_times(
+    events: Sequence[Mapping[str, Any]], ids: set[str], graph: Any = None
+) -> tuple[dict[str, int], dict[str, float]]:
     """Kernel times by trama node. onnxruntime's profile names a kernel after its ONNX node, which
     is a trama id (``root.fc``, ``root.fc#2``) or, for a node its optimizer made by fusing several
-    (a convolution and its batch norm), after one of their names or outputs (``root.bn1.y_nchwc``):
-    each kernel counts for the longest node id its name starts with; the others (layout changes
-    the optimizer added) only in the total."""
+    (a convolution with its batch norm and activation, a matrix product with its bias and
+    activation), after one of their names or outputs (``root.relu.y_nchwc``,
+    ``fused root.fc#1/MatMulAddFusion``). Each kernel counts for the longest node id its name
+    (``fused`` left out) starts with; where that leaf has no ONNX node of the kernel's op type
+    (a convolution named after the activation fused into it), for the nearest leaf upstream in
+    ``graph`` (the inlined ``onnx.GraphProto``) that has one, so that a leaf fused into another's
+    kernel is timed in that one's row. The others (layout changes the optimizer added) count only
+    in the total."""
     calls: dict[str, int] = {}
     seconds: dict[str, float] = {}
     suffix = "_kernel_time"
+    lineage = _Lineage(graph, ids) if graph is not None else None
     for event in events:
         name = event.get("name", "")
         if event.get("cat") != "Node" or not isinstance(name, str) or not name.endswith(suffix):
             continue
-        node_id = _owner(name[: -len(suffix)], ids)
+        node_id = _owner(name[: -len(suffix)].removeprefix(_FUSED), ids)
         if node_id is None:
             continue
+        if lineage is not None:
+            node_id = lineage.computing(node_id, str(event.get("args", {}).get("op_name", "")))
         calls[node_id] = 1
         seconds[node_id] = seconds.get(node_id, 0.0) + float(event.get("dur", 0)) / 1e6
     return calls, seconds
+
+
+#: How onnxruntime's optimizer begins the name of a node it fused with the activation after it.
+_FUSED = "fused "
+
+#: The ONNX op types a fused kernel of onnxruntime's stands for (any other stands for itself).
+_FUSED_KERNELS: dict[str, frozenset[str]] = {
+    "FusedConv": frozenset({"Conv"}),
+    "FusedGemm": frozenset({"Gemm", "MatMul"}),
+    "Gemm": frozenset({"Gemm", "MatMul"}),
+    "FusedMatMul": frozenset({"MatMul"}),
+}
+
+#: How many ONNX nodes upstream a fused kernel's own leaf is looked for.
+_UPSTREAM = 16
+
+
+class _Lineage:
+    """The inlined graph's leaves: each leaf's ONNX op types, and the ONNX nodes upstream."""
+
+    def __init__(self, graph: Any, ids: set[str]) -> None:
+        self._owners: dict[int, str | None] = {}
+        self._types: dict[str, set[str]] = {}
+        self._nodes: dict[str, list[Any]] = {}
+        self._producers: dict[str, Any] = {}
+        for node in graph.node:
+            owner = _owner(node.name, ids)
+            self._owners[id(node)] = owner
+            if owner is not None:
+                self._types.setdefault(owner, set()).add(node.op_type)
+                self._nodes.setdefault(owner, []).append(node)
+            for output in node.output:
+                self._producers[output] = node
+
+    def computing(self, node_id: str, op_type: str) -> str:
+        """The leaf a kernel of ``op_type`` named after leaf ``node_id`` computes for."""
+        wanted = _FUSED_KERNELS.get(op_type, frozenset({op_type}))
+        if not op_type or self._types.get(node_id, set()) & wanted:
+            return node_id
+        queue = list(self._nodes.get(node_id, ()))
+        seen = {id(node) for node in queue}
+        for _ in range(_UPSTREAM):
+            if not queue:
+                break
+            node = queue.pop(0)
+            owner = self._owners[id(node)]
+            if owner is not None and node.op_type in wanted:
+                return owner
+            for value in node.input:
+                producer = self._producers.get(value)
+                if producer is not None and id(producer) not in seen:
+                    seen.add(id(producer))
+                    queue.append(producer)
+        return node_id
 
 
 def _owner(name: str, ids: set[str]) -> str | None:
@@ -385,10 +485,15 @@ def _ort_failures(what: str, model: Model) -> Iterator[None]:
     except (TramaError, KeyboardInterrupt):
         raise
     except Exception as error:
-        node_id = None
-        match = _NODE_NAME.search(str(error))
-        if match:
-            node_id = _owner(match.group(1), {node.id for node in model.nodes})
-        op = next((node.op for node in model.nodes if node.id == node_id), None)
-        subject = f"{op} failed" if op is not None else f"{what} failed"
-        raise ExecutionError(f"{subject} on onnxruntime: {describe_failure(error)}", node_id=node_id) from error
+        raise _ort_error(what, model, error) from error
+
+
+def _ort_error(what: str, model: Model, error: Exception) -> ExecutionError:
+    """onnxruntime's exception as an :class:`~trama.ExecutionError` (see :func:`_ort_failures`)."""
+    node_id = None
+    match = _NODE_NAME.search(str(error))
+    if match:
+        node_id = _owner(match.group(1), {node.id for node in model.nodes})
+    op = next((node.op for node in model.nodes if node.id == node_id), None)
+    subject = f"{op} failed" if op is not None else f"{what} failed"
+    return ExecutionError(f"{subject} on onnxruntime: {describe_failure(error)}", node_id=node_id)
