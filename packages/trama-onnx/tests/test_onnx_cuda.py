@@ -12,27 +12,11 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime
 import pytest
+from test_onnx_runtime import mlp
 
 import trama
-from trama import INPUT, Model, Node, Parameter, Ref, Tensor, ValueFact
 
 HAS_CUDA = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
-
-
-def _mlp() -> Model:
-    rng = np.random.default_rng(3)
-    table = {
-        "root.fc.in_features": Parameter(16),
-        "root.fc.out_features": Parameter(8),
-        "root.fc.weight": Parameter(Tensor.from_array(rng.standard_normal((8, 16)).astype(np.float32)), True),
-        "root.fc.bias": Parameter(Tensor.from_array(rng.standard_normal(8).astype(np.float32)), True),
-    }
-    nodes = [
-        Node("root", "Sequential", {"x": Ref(INPUT, "x")}, ["y"], output_bindings={"y": Ref("root.act", "y")}),
-        Node("root.fc", "Linear", {"x": Ref(INPUT, "x")}, ["y"], {k.rpartition(".")[2]: k for k in table}),
-        Node("root.act", "GELU", {"x": Ref("root.fc", "y")}, ["y"]),
-    ]
-    return Model(["x"], [Ref("root", "y")], nodes, table, input_facts=[ValueFact("float32", ("batch", 16))])
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="onnxruntime has CUDA here: the runtime is available")
@@ -46,11 +30,11 @@ def test_without_cuda_the_runtime_is_listed_unavailable_and_asking_for_it_says_s
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs onnxruntime with the CUDA execution provider (onnxruntime-gpu)")
 def test_a_document_runs_on_cuda_as_on_the_cpu() -> None:
-    model = _mlp()
+    model = mlp()  # test_onnx_runtime's: a Linear and a ReLU, batch symbolic
     on_cuda = trama.runtime_for_name("onnxruntime:cuda").prepare(model)
     on_cpu = trama.runtime_for_name("onnxruntime").prepare(model)
     for batch in (1, 7):
-        x = np.random.default_rng(batch).standard_normal((batch, 16)).astype(np.float32)
+        x = np.random.default_rng(batch).standard_normal((batch, 4)).astype(np.float32)
         (expected,) = on_cpu.run([x])
         (got,) = on_cuda.run([x])
         np.testing.assert_allclose(got, expected, rtol=2e-3, atol=2e-3)
