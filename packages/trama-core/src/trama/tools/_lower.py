@@ -105,12 +105,16 @@ def run_lower(args: argparse.Namespace) -> int:
     if not args.quiet:
         graph = proto.graph
         print(
-            f"wrote {output.name} (opset {proto.opset_import[0].version}, {len(graph.node)} nodes in the graph, "
-            f"{len(proto.functions)} functions, {len(graph.initializer)} initializers"
+            f"wrote {output.name} (opset {proto.opset_import[0].version}, {_count(len(graph.node), 'node')} in the "
+            f"graph, {_count(len(proto.functions), 'function')}, {_count(len(graph.initializer), 'initializer')}"
             + (f"; weights in {data_name}" if data_name else "")
             + ")"
         )
     return EXIT_OK
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _needs(target: str) -> int:
