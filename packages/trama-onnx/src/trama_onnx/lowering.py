@@ -183,9 +183,9 @@ class Emitter:
         self.scope = scope
         #: The ONNX opset of the default domain.
         self.opset: int = builder.opset
-        self.nodes: list[onnx.NodeProto] = []
+        self._nodes: list[onnx.NodeProto] = []
         #: The domains (other than the default one) the nodes use, with their versions.
-        self.domains: dict[str, int] = {}
+        self._domains: dict[str, int] = {}
         self._node_names: set[str] = set()
         self._value_names: set[str] = set()
         self._consts: dict[tuple[Any, ...], str] = {}
@@ -194,13 +194,13 @@ class Emitter:
         self._sizes: dict[str, str] = {}
         self._tensors: dict[tuple[str, str], str] = {}
         #: A function body's inputs: ports, then tensors (path, slot), then sizes.
-        self.port_inputs: list[str] = []
-        self.tensor_inputs: list[tuple[str, str]] = []
-        self.tensor_input_names: list[str] = []
-        self.symbol_inputs: list[str] = []
-        self.symbol_input_names: list[str] = []
+        self._port_inputs: list[str] = []
+        self._tensor_inputs: list[tuple[str, str]] = []
+        self._tensor_input_names: list[str] = []
+        self._symbol_inputs: list[str] = []
+        self._symbol_input_names: list[str] = []
         self._leaf: _Leaf | None = None
-        self.produced: set[str] = set()
+        self._produced: set[str] = set()
 
     # --- what a lowering reads ------------------------------------------------------------------
 
@@ -303,10 +303,10 @@ class Emitter:
         names = [value or "" for value in inputs]
         while names and not names[-1]:  # trailing optional inputs left out, not given as ""
             names.pop()
-        self.nodes.append(helper.make_node(op_type, names, produced, name=name, domain=domain or None, **attributes))
-        self.produced.update(produced)
+        self._nodes.append(helper.make_node(op_type, names, produced, name=name, domain=domain or None, **attributes))
+        self._produced.update(produced)
         if domain:
-            self.domains.setdefault(domain, 1)
+            self._domains.setdefault(domain, 1)
         return produced
 
     def op1(self, op_type: str, inputs: Sequence[str | None], attrs: Mapping[str, Any] | None = None) -> str:
@@ -391,8 +391,8 @@ class Emitter:
             return found
         if self.scope is not None:
             found = self._fresh_value(f"size.{name}")
-            self.symbol_inputs.append(name)
-            self.symbol_input_names.append(found)
+            self._symbol_inputs.append(name)
+            self._symbol_input_names.append(found)
         else:
             found = self._builder.read_symbol(self, name)
         self._symbols[name] = found
@@ -422,8 +422,8 @@ class Emitter:
             found = self._builder.initializer(path, slot)
         else:
             found = self._fresh_value(f"{path}.{slot}")
-            self.tensor_inputs.append(key)
-            self.tensor_input_names.append(found)
+            self._tensor_inputs.append(key)
+            self._tensor_input_names.append(found)
         self._tensors[key] = found
         return found
 
@@ -456,13 +456,13 @@ class Emitter:
         return node_id if self.scope is None else node_id[len(self.scope) + 1 :]
 
     def _begin(self, node: Node, parameters: Mapping[str, Parameter]) -> None:
-        self._leaf = _Leaf(node, self._relative(node.id), parameters, 0, len(self.nodes))
+        self._leaf = _Leaf(node, self._relative(node.id), parameters, 0, len(self._nodes))
 
     def _end(self, outputs: Mapping[str, str]) -> dict[str, str]:
         """Name the leaf's outputs ``<path>.<output>`` where its own nodes produced them."""
         leaf = self._current()
         self._leaf = None
-        mine = self.nodes[leaf.first :]
+        mine = self._nodes[leaf.first :]
         made = {value for proto in mine for value in proto.output}
         renamed: dict[str, str] = {}
         result: dict[str, str] = {}
@@ -480,9 +480,9 @@ class Emitter:
                     if value in renamed:
                         proto.output[k] = renamed[value]
             for old, new in renamed.items():
-                self.produced.discard(old)
+                self._produced.discard(old)
                 self._value_names.discard(old)
-                self.produced.add(new)
+                self._produced.add(new)
             for old, new in renamed.items():
                 key = self._const_keys.pop(old, None)
                 if key is not None:
@@ -704,9 +704,9 @@ class _Builder:
         arguments += [g.symbol(symbol) for symbol in function.symbols]
         name = g._fresh_node(path)
         results = [g._fresh_value(f"{path}.{output}") for output in function.outputs]
-        g.nodes.append(helper.make_node(function.name, arguments, results, name=name, domain=FUNCTION_DOMAIN))
-        g.produced.update(results)
-        g.domains[FUNCTION_DOMAIN] = 1
+        g._nodes.append(helper.make_node(function.name, arguments, results, name=name, domain=FUNCTION_DOMAIN))
+        g._produced.update(results)
+        g._domains[FUNCTION_DOMAIN] = 1
         return dict(zip(function.outputs, results, strict=True))
 
     def function(self, node: Node) -> _Function:
@@ -718,7 +718,7 @@ class _Builder:
         g = Emitter(self, node.id)
         ports = list(node.inputs)
         names = [g._fresh_value(port) for port in ports]
-        g.port_inputs = names
+        g._port_inputs = names
         resolve = self.emit_scope(g, node.id, dict(zip(ports, names, strict=True)))
         outputs: list[str] = []
         exposed: list[str] = []
@@ -729,18 +729,18 @@ class _Builder:
                 raise LoweringError(
                     f"output {output!r} of this {node.op} is bound to {ref}, which has no ONNX value", node_id=node.id
                 )
-            if value not in g.produced or value in exposed:
+            if value not in g._produced or value in exposed:
                 value = g.op("Identity", [value], name=f"%{output}")[0]
             outputs.append(output)
             exposed.append(value)
-        inputs = [*names, *g.tensor_input_names, *g.symbol_input_names]
+        inputs = [*names, *g._tensor_input_names, *g._symbol_input_names]
         name = self._function_name(node)
         opsets = [
             helper.make_opsetid("", self.opset),
-            *(helper.make_opsetid(d, v) for d, v in sorted(g.domains.items())),
+            *(helper.make_opsetid(d, v) for d, v in sorted(g._domains.items())),
         ]
-        proto = helper.make_function(FUNCTION_DOMAIN, name, inputs, exposed, g.nodes, opsets)
-        function = _Function(name, ports, outputs, list(g.tensor_inputs), list(g.symbol_inputs), proto)
+        proto = helper.make_function(FUNCTION_DOMAIN, name, inputs, exposed, g._nodes, opsets)
+        function = _Function(name, ports, outputs, list(g._tensor_inputs), list(g._symbol_inputs), proto)
         self.functions[digest] = function
         self.function_order.append(function)
         return function
@@ -905,15 +905,15 @@ def lowered(
         value = resolve(ref)
         if value is None:
             raise LoweringError(f"model output {index} ({ref}) has no ONNX value")
-        if value not in main.produced or value in exposed:
+        if value not in main._produced or value in exposed:
             value = main.op("Identity", [value], name=f"%output.{index}")[0]
         exposed.add(value)
         indices.append(index)
         graph_outputs.append(_output_value(model, builder, index, ref, value))
     graph = helper.make_graph(
-        main.nodes, _graph_name(model), graph_inputs, graph_outputs, list(builder.initializers.values())
+        main._nodes, _graph_name(model), graph_inputs, graph_outputs, list(builder.initializers.values())
     )
-    opsets = [helper.make_opsetid("", opset), *(helper.make_opsetid(d, v) for d, v in sorted(main.domains.items()))]
+    opsets = [helper.make_opsetid("", opset), *(helper.make_opsetid(d, v) for d, v in sorted(main._domains.items()))]
     for function in builder.function_order:
         for imported in function.proto.opset_import:
             if imported.domain and all(o.domain != imported.domain for o in opsets):
