@@ -23,9 +23,12 @@ import numpy as np
 import torch
 from torch import nn
 
+import trama
 from trama.errors import ExportError, TramaError
 from trama.execution import bound_sizes, check_inputs
 from trama.format import Model, SymbolRange
+from trama.format._validation import input_symbols
+from trama_torch.tensors import TORCH_DTYPES, to_torch
 
 __all__ = ["EXAMPLE_SIZE", "example_inputs", "export_program"]
 
@@ -90,7 +93,7 @@ def export_program(
             f"torch.export traces one module, and this document has {len(tops)} top-level nodes "
             f"({', '.join(node.id for node in tops[:4])}{', …' if len(tops) > 4 else ''})"
         )
-    module = import_model(model, registry=_torch_registry())
+    module = import_model(model, registry=trama.registry("torch"))
     if not isinstance(module, nn.Module):
         raise ExportError(f"the document's top node imports as {type(module).__name__}, not a torch module")
     module.eval()
@@ -125,7 +128,7 @@ def example_inputs(model: Model, sizes: Mapping[str, int] | None = None) -> list
                 "made for torch.export: give the example inputs"
             )
         shape = [size if isinstance(size, int) else chosen[size] for size in fact.shape]
-        dtype = _torch_dtype(fact.dtype)
+        dtype = TORCH_DTYPES[fact.dtype]
         if dtype.is_floating_point:
             made.append(torch.randn(shape, generator=generator).to(dtype))
         else:
@@ -134,8 +137,7 @@ def example_inputs(model: Model, sizes: Mapping[str, int] | None = None) -> list
 
 
 def _example_sizes(model: Model, sizes: Mapping[str, int]) -> dict[str, int]:
-    symbols = {size for fact in model.input_facts or () if fact and fact.shape for size in fact.shape}
-    named = sorted(symbol for symbol in symbols if isinstance(symbol, str))
+    named = sorted(input_symbols(model))
     unknown = sorted(set(sizes) - set(named))
     if unknown:
         raise ExportError(f"no input fact has the symbol {unknown[0]!r}; the document's symbols: {', '.join(named)}")
@@ -180,20 +182,4 @@ def _dim_name(symbol: str) -> str:
 
 
 def _as_tensor(value: Any) -> torch.Tensor:
-    if isinstance(value, torch.Tensor):
-        return value
-    from trama_torch.tensors import to_torch
-
-    return to_torch(np.asarray(value))
-
-
-def _torch_dtype(name: str) -> torch.dtype:
-    from trama_torch.tensors import TORCH_DTYPES
-
-    return TORCH_DTYPES[name]
-
-
-def _torch_registry() -> Any:
-    import trama
-
-    return trama.registry("torch")
+    return value if isinstance(value, torch.Tensor) else to_torch(np.asarray(value))

@@ -12,10 +12,12 @@ leaving a half-written file in place of a good one: the model (and its external 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -159,12 +161,9 @@ def _lower_to_torch_export(args: argparse.Namespace, sizes: dict[str, int]) -> i
         print(f"{_name(args.file)}: {_one_line(exc)}", file=sys.stderr)
         return EXIT_INVALID
     output: Path = args.output
-    folder = output.parent if str(output.parent) else Path(".")
     try:
-        with tempfile.TemporaryDirectory(dir=folder, prefix=".trama-lower-") as scratch:
-            staged = Path(scratch) / output.name
+        with _staged(output) as (staged, _):
             torch.export.save(exported, staged)
-            os.replace(staged, output)
     except OSError as exc:
         print(f"{_name(output)}: cannot write the program: {_clip(str(exc))}", file=sys.stderr)
         return EXIT_INVALID
@@ -179,38 +178,42 @@ def _lower_to_torch_export(args: argparse.Namespace, sizes: dict[str, int]) -> i
 
 def _dynamic_sizes(model: Any) -> list[str]:
     """Each symbol of the input facts with the range the document gives it, in words."""
-    symbols = sorted(
-        {
-            size
-            for fact in model.input_facts or ()
-            if fact and fact.shape
-            for size in fact.shape
-            if isinstance(size, str)
-        }
-    )
+    from trama.format._validation import input_symbols
+
     ranges = model.symbols or {}
-    return [f"{symbol} ({ranges[symbol].describe()})" if symbol in ranges else symbol for symbol in symbols]
+    return [
+        f"{symbol} ({ranges[symbol].describe()})" if symbol in ranges else symbol
+        for symbol in sorted(input_symbols(model))
+    ]
+
+
+@contextlib.contextmanager
+def _staged(output: Path) -> Iterator[tuple[Path, Path]]:
+    """A path beside ``output`` to write the new file to (and the scratch folder it is in), moved
+    over ``output`` once the block has written it: a failure leaves the old file as it was."""
+    folder = output.parent if str(output.parent) else Path(".")
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".trama-lower-") as scratch:
+        staged = Path(scratch) / output.name
+        yield staged, Path(scratch)
+        os.replace(staged, output)
 
 
 def _write(onnx: Any, proto: Any, output: Path, data_name: str | None) -> None:
     """Write the model (and its external data) under temporary names beside ``output``, then move
     them over the targets, the data file first, so that a reader never finds the new model with
     the old weights, and a failure leaves the old files as they were."""
-    folder = output.parent if str(output.parent) else Path(".")
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".trama-lower-") as scratch:
-        staged = Path(scratch) / output.name
+    with _staged(output) as (staged, scratch):
         if data_name is None:
             staged.write_bytes(proto.SerializeToString())
-        else:
-            # onnx looks for an existing data file relative to the working directory: save from
-            # inside the scratch folder, where nothing of that name exists.
-            here = os.getcwd()
-            os.chdir(scratch)
-            try:
-                onnx.save_model(proto, output.name, save_as_external_data=True, location=data_name, size_threshold=0)
-            finally:
-                os.chdir(here)
-            data = Path(scratch) / data_name
-            os.chmod(data, staged.stat().st_mode & 0o777)  # onnx writes it owner-only; as the model
-            os.replace(data, folder / data_name)
-        os.replace(staged, output)
+            return
+        # onnx looks for an existing data file relative to the working directory: save from
+        # inside the scratch folder, where nothing of that name exists.
+        here = os.getcwd()
+        os.chdir(scratch)
+        try:
+            onnx.save_model(proto, output.name, save_as_external_data=True, location=data_name, size_threshold=0)
+        finally:
+            os.chdir(here)
+        data = scratch / data_name
+        os.chmod(data, staged.stat().st_mode & 0o777)  # onnx writes it owner-only; as the model
+        os.replace(data, output.parent / data_name)
