@@ -434,20 +434,10 @@ class Emitter:
         return name
 
     def _fresh_node(self, name: str) -> str:
-        candidate, k = name, 1
-        while candidate in self._node_names:
-            candidate = f"{name}#{k}"
-            k += 1
-        self._node_names.add(candidate)
-        return candidate
+        return _fresh(name, self._node_names, "#")
 
     def _fresh_value(self, name: str) -> str:
-        candidate, k = name, 1
-        while candidate in self._value_names:
-            candidate = f"{name}~{k}"
-            k += 1
-        self._value_names.add(candidate)
-        return candidate
+        return _fresh(name, self._value_names, "~")
 
     def _reserve(self, names: Sequence[str]) -> None:
         self._value_names.update(names)
@@ -513,6 +503,16 @@ class Emitter:
         if operator == "//":  # Python's floor division: (a − a mod b) / b is exact
             return self.op1("Div", [self.op1("Sub", [a, self.op1("Mod", [a, b], {"fmod": 0})]), b])
         raise LoweringError(f"size {text!r}: {operator!r} is not lowered (sizes are integers)", node_id=self.node_id)
+
+
+def _fresh(name: str, taken: set[str], separator: str) -> str:
+    """``name``, or ``name<separator>k`` for the first ``k`` not in ``taken``; added to ``taken``."""
+    candidate, k = name, 1
+    while candidate in taken:
+        candidate = f"{name}{separator}{k}"
+        k += 1
+    taken.add(candidate)
+    return candidate
 
 
 def _array(value: Any, dtype: str | None) -> np.ndarray:
